@@ -1,0 +1,82 @@
+"""The article's training setup, as the baseline the trainer benchmarks compare against.
+
+torchvision's ``FashionMNIST`` dataset with per-sample ``ToTensor`` and a ``DataLoader``
+(batch 32, shuffled), the same network, SGD lr 0.01 momentum 0.9, one process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torchvision import datasets, transforms
+
+from trainer.data import RAW_FILES, find_raw_dir
+from trainer.model import build_model
+
+
+def torchvision_root(tmp: Path, data_dir: str | None = None) -> Path:
+    """Lay the raw files out the way torchvision expects (ungzipped, under FashionMNIST/raw)."""
+    raw = tmp / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    source = find_raw_dir(data_dir)
+    for name, _ in RAW_FILES.values():
+        with gzip.open(source / name) as src, open(raw / name.removesuffix(".gz"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return tmp
+
+
+def loaders(root: Path, batch_size: int = 32, train_limit: int | None = None):
+    """The article's train and test loaders."""
+    to_tensor = transforms.Compose([transforms.ToTensor()])
+    train = datasets.FashionMNIST(root, train=True, transform=to_tensor)
+    test = datasets.FashionMNIST(root, train=False, transform=to_tensor)
+    if train_limit:
+        train = torch.utils.data.Subset(train, range(train_limit))
+    return (
+        torch.utils.data.DataLoader(train, batch_size=batch_size, shuffle=True),
+        torch.utils.data.DataLoader(test, batch_size=1000, shuffle=False),
+    )
+
+
+class ReferenceRun:
+    """The article's model, optimizer and epoch loop."""
+
+    def __init__(self, seed: int = 1):
+        torch.manual_seed(seed)
+        self.model = build_model()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+
+    def train_epoch(self, train_loader) -> int:
+        """One pass over the loader; returns the number of samples seen."""
+        self.model.train()
+        seen = 0
+        for images, labels in train_loader:
+            self.optimizer.zero_grad()
+            F.nll_loss(self.model(images), labels).backward()
+            self.optimizer.step()
+            seen += len(labels)
+        return seen
+
+    @torch.no_grad()
+    def evaluate(self, test_loader) -> tuple[float, float]:
+        """Test accuracy and mean loss."""
+        self.model.eval()
+        loss = correct = 0.0
+        for images, labels in test_loader:
+            out = self.model(images)
+            loss += F.nll_loss(out, labels, reduction="sum").item()
+            correct += (out.argmax(1) == labels).sum().item()
+        n = len(test_loader.dataset)
+        return correct / n, loss / n
+
+
+def timed(fn, *args):
+    """(result, seconds) of one call."""
+    started = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - started

@@ -1,0 +1,42 @@
+"""The ``evaluate`` step: test metrics, a confusion matrix and a report of the trained model."""
+
+from kfp import dsl
+from kfp.dsl import ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
+
+from components.images import COMPONENTS_IMAGE
+
+
+@dsl.component(base_image=COMPONENTS_IMAGE, install_kfp_package=False)
+def evaluate(
+    model: Input[Model],
+    dataset: Input[Dataset],
+    metrics: Output[Metrics],
+    confusion_matrix: Output[ClassificationMetrics],
+    report: Output[Markdown],
+) -> float:
+    """Evaluate the model on the packed test split and return its accuracy.
+
+    Prints the Katib metric line, logs accuracy and loss, the confusion matrix with
+    the class names, and a Markdown report (per-class accuracy, training curve).
+
+    Args:
+        model: The trained model directory.
+        dataset: The packed dataset; its test split is used.
+        metrics: Test accuracy and loss.
+        confusion_matrix: Counts of (true class, predicted class).
+        report: Per-class accuracy and the training curve, in Markdown.
+
+    Returns:
+        The test accuracy, in [0, 1].
+    """
+    from components.evaluation import evaluate_model_dir, markdown_report
+    from trainer.metrics import format_metric_line
+
+    result, training = evaluate_model_dir(model.path, dataset.path)
+    print(format_metric_line(result.accuracy, result.loss))
+    metrics.log_metric("accuracy", result.accuracy)
+    metrics.log_metric("loss", result.loss)
+    confusion_matrix.log_confusion_matrix(result.class_names, result.confusion.tolist())
+    with open(report.path, "w") as handle:
+        handle.write(markdown_report(result, training))
+    return result.accuracy

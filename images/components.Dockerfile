@@ -1,0 +1,59 @@
+# syntax=docker/dockerfile:1
+# The KFP step image: this package with its component dependencies (kfp, kubernetes) and a
+# CPU build of torch for the steps that read data and models.
+#   docker build -f images/components.Dockerfile -t ghcr.io/fmnist-pipeline/components:0.1.0 .
+# Add the serving extra (only `fmnist run`'s local deploy needs it, never a cluster step) with
+#   --build-arg EXTRAS=components,serving
+
+FROM python:3.11.11-slim-bookworm AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+
+# torch from PyTorch's CPU index (PyPI's default build carries several GB of CUDA libraries
+# no step uses), at the trainer image's version so that models load the same way in both.
+RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.9.0 torchvision==0.24.0
+
+# Dependencies before sources: this layer is rebuilt only when pyproject.toml changes.
+WORKDIR /src
+COPY pyproject.toml README.md ./
+ARG EXTRAS=components
+RUN python -c "import sys, tomllib; \
+project = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+extras = [name for name in sys.argv[1].split(',') if name]; \
+print(*project['dependencies'], *(d for e in extras for d in project['optional-dependencies'][e]), sep='\n')" \
+    "${EXTRAS}" > requirements.txt \
+    && pip install -r requirements.txt
+
+COPY trainer/ trainer/
+COPY serving/ serving/
+COPY components/ components/
+COPY pipelines/ pipelines/
+RUN pip install --no-deps . && python -c "import components, kfp, kubernetes, torch, trainer"
+
+
+FROM python:3.11.11-slim-bookworm
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+# The raw FashionMNIST files from Debian (/usr/share/datasets/fashion-mnist, 30 MB; the pack
+# step verifies their checksums), so that no step downloads data from inside the cluster.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends dataset-fashion-mnist=0.0~git20200523.55506a9-1 \
+    && rm -rf /var/lib/apt/lists/*
+
+# A numeric non-root user in group 0 (see trainer.Dockerfile). The KFP launcher downloads
+# input artifacts to /gcs, /minio and /s3 at the filesystem root, which a non-root user
+# cannot create: make them now, writable by group 0.
+RUN useradd --uid 10001 --gid 0 --create-home --home-dir /home/fmnist fmnist \
+    && mkdir -p /gcs /minio /s3 \
+    && chown 10001:0 /gcs /minio /s3 \
+    && chmod 0775 /gcs /minio /s3
+
+USER 10001
+WORKDIR /home/fmnist
+# KFP sets each step's command (python -m kfp.dsl.executor_main ...); this default only
+# answers `docker run IMAGE`.
+CMD ["python", "-m", "pipelines.cli", "--help"]

@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# The PyTorchJob image: the `trainer` package on PyTorch's CUDA runtime image.
+#   docker build -f images/trainer.Dockerfile -t ghcr.io/fmnist-pipeline/trainer:0.1.0 .
+#
+# CUDA/torch pitfall: a torch build only runs on GPUs and drivers its CUDA version supports.
+# An old base (torch 1.0 + CUDA 10) on a CUDA 12 host with a newer GPU never gets a usable
+# device, and the job hangs or crawls instead of failing. So:
+#   * the base tag pins torch AND the CUDA runtime it was built with, together (2.9.0 / 12.8);
+#   * the node's driver must support that CUDA: `nvidia-smi` on the node must report
+#     "CUDA Version" 12.8 or newer (driver R570+; R525+ works through CUDA minor-version
+#     compatibility);
+#   * never `pip install torch` on top of this image: pip would swap the CUDA build for
+#     whatever PyPI serves. The trainer needs nothing the base does not have (torch,
+#     torchvision, numpy), so the package is copied, not pip-installed.
+# The build fails below if the base ever stops matching.
+FROM pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime
+
+RUN python -c "import numpy, torch, torchvision; \
+assert torch.__version__.startswith('2.9.0'), torch.__version__; \
+assert torch.version.cuda == '12.8', torch.version.cuda"
+
+# A numeric non-root user (Kubernetes can only check runAsNonRoot against a numeric UID),
+# in group 0 so that platforms that pick a random UID (OpenShift) can still use its home.
+RUN useradd --uid 10001 --gid 0 --create-home --home-dir /home/fmnist fmnist
+
+# A pod that asks for no GPU must see none. The base image sets NVIDIA_VISIBLE_DEVICES=all,
+# which on nodes whose default runtime is NVIDIA's hands every GPU to every pod of this image:
+# a CPU-only job would train on CUDA, two ranks on one card. The device plugin sets the
+# variable for pods that request nvidia.com/gpu (and `docker run --gpus` does), overriding this.
+ENV NVIDIA_VISIBLE_DEVICES=void \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONPATH=/opt/fmnist
+WORKDIR /opt/fmnist
+COPY trainer/ trainer/
+
+USER 10001
+WORKDIR /home/fmnist
+# The pipeline's PyTorchJob sets its own command (`torchrun -m trainer ...`, sized by the PET_*
+# variables the Training Operator sets); this entry point is for `docker run IMAGE --epochs 1`.
+ENTRYPOINT ["torchrun", "--standalone", "--nproc-per-node=1", "-m", "trainer"]
+CMD ["--help"]

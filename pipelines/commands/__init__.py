@@ -1,0 +1,1 @@
+"""Subcommands of the ``fmnist`` CLI, one module each."""

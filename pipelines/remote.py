@@ -1,0 +1,223 @@
+"""Talking to a Kubeflow Pipelines server for ``fmnist submit`` and ``fmnist schedule``.
+
+Everything goes through ``kfp.Client`` (the KFP v2beta1 REST API). Server and network
+errors become ``UsageError``s that name the host, never tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import tempfile
+import urllib.error
+import urllib.request
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from pipelines.cli import UsageError
+
+# parameterType in a compiled pipeline -> how a command-line value is converted.
+_CONVERTERS = {
+    "NUMBER_INTEGER": int,
+    "NUMBER_DOUBLE": float,
+    "STRING": str,
+    "BOOLEAN": lambda text: {"true": True, "false": False}[text.lower()],
+    "LIST": json.loads,
+    "STRUCT": json.loads,
+}
+
+
+def pipeline_inputs(package: Path) -> tuple[str, dict[str, str]]:
+    """The compiled pipeline's name and its parameters with their types."""
+    spec = next(yaml.safe_load_all(Path(package).read_text()))  # then the platform spec
+    inputs = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    return spec["pipelineInfo"]["name"], {name: p["parameterType"] for name, p in inputs.items()}
+
+
+def parse_params(pairs: list[str], types: dict[str, str]) -> dict[str, object]:
+    """``NAME=VALUE`` flags -> run parameters, converted to the pipeline's declared types."""
+    params = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--param takes NAME=VALUE, got {pair!r}")
+        if name not in types:
+            raise UsageError(f"unknown pipeline parameter {name!r}; known: {', '.join(types)}")
+        try:
+            params[name] = _CONVERTERS[types[name]](text)
+        except (KeyError, ValueError) as exc:
+            raise UsageError(f"--param {name}: {text!r} is not a {types[name]} ({exc})") from None
+    return params
+
+
+def check_url(host: str) -> None:
+    """``--host`` must name its scheme (the client would guess https otherwise)."""
+    if not host.startswith(("http://", "https://")):
+        raise UsageError(f"--host must be a URL such as http://localhost:8080, got {host!r}")
+
+
+def check_host(host: str, token: str | None, timeout: float = 10.0) -> None:
+    """Fail early, with a clear message, when the KFP API at ``host`` does not answer."""
+    check_url(host)
+    request = urllib.request.Request(f"{host.rstrip('/')}/apis/v2beta1/healthz")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        urllib.request.urlopen(request, timeout=timeout).close()
+    except urllib.error.HTTPError as exc:
+        hint = " (check --token)" if exc.code in (401, 403) else ""
+        raise UsageError(f"Kubeflow Pipelines at {host} answered {exc.code}{hint}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UsageError(f"cannot reach Kubeflow Pipelines at {host}: {reason}") from None
+
+
+def connect(host: str, token: str | None = None, namespace: str | None = None):
+    """A ``kfp.Client`` for ``host`` after checking the server answers."""
+    import kfp
+
+    check_host(host, token)
+    with quiet(host):
+        return kfp.Client(host=host, existing_token=token, namespace=namespace or "kubeflow")
+
+
+@contextlib.contextmanager
+def quiet(host: str) -> Iterator[None]:
+    """Silence the client's prints and warnings; turn API errors into UsageErrors."""
+    from kfp_server_api.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    except ApiException as exc:
+        raise UsageError(f"Kubeflow Pipelines at {host} refused: {_api_message(exc)}") from None
+    except HTTPError as exc:
+        raise UsageError(f"cannot reach Kubeflow Pipelines at {host}: {exc}") from None
+
+
+def _api_message(exc) -> str:
+    try:
+        detail = json.loads(exc.body).get("message", "")
+    except (TypeError, ValueError, AttributeError):
+        detail = ""
+    return f"{exc.status} {exc.reason}" + (f": {detail}" if detail else "")
+
+
+def upload(client, package: Path, pipeline_name: str, version_name: str) -> tuple[str, str]:
+    """Upload ``package`` as a new version of ``pipeline_name`` (created if missing).
+
+    Returns:
+        (pipeline id, pipeline version id).
+    """
+    pipeline_id = client.get_pipeline_id(pipeline_name)
+    if pipeline_id is None:
+        pipeline_id = client.upload_pipeline(str(package), pipeline_name=pipeline_name).pipeline_id
+        versions = client.list_pipeline_versions(
+            pipeline_id, page_size=1, sort_by="created_at desc"
+        )
+        return pipeline_id, versions.pipeline_versions[0].pipeline_version_id
+    version = client.upload_pipeline_version(str(package), version_name, pipeline_id=pipeline_id)
+    return pipeline_id, version.pipeline_version_id
+
+
+def experiment_id(client, name: str, namespace: str | None) -> str:
+    """The id of the KFP experiment called ``name``, created if missing."""
+    return client.create_experiment(name, namespace=namespace or None).experiment_id
+
+
+def timestamp() -> str:
+    """A UTC timestamp for version and run names, e.g. 20260101-120000."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+
+
+def ui_url(host: str, path: str) -> str:
+    """A link into the KFP UI served at ``host``, e.g. ``#/runs/details/<id>``."""
+    return f"{host.rstrip('/')}/#/{path}"
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """``--host``, ``--token``, ``--namespace``: how to reach the KFP API."""
+    group = parser.add_argument_group("Kubeflow Pipelines server")
+    endpoint = os.environ.get("KF_PIPELINES_ENDPOINT")
+    group.add_argument(
+        "--host",
+        default=endpoint,
+        required=endpoint is None,
+        help="KFP API URL, e.g. http://localhost:8080 after `kubectl port-forward -n kubeflow "
+        "svc/ml-pipeline-ui 8080:80` (default: $KF_PIPELINES_ENDPOINT)",
+    )
+    group.add_argument("--token", help="bearer token, e.g. $(kubectl create token SA)")
+    group.add_argument("--namespace", help="the profile namespace (multi-user Kubeflow)")
+
+
+def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
+    """Which pipeline to upload, under which name and version, with which parameters."""
+    from pipelines import PIPELINES
+
+    group = parser.add_argument_group("pipeline")
+    source = group.add_mutually_exclusive_group()
+    source.add_argument(
+        "--pipeline",
+        choices=sorted(PIPELINES),
+        default="fashion-mnist",
+        help="compile this pipeline (default: fashion-mnist)",
+    )
+    source.add_argument("--package", type=Path, help="a compiled pipeline YAML instead")
+    group.add_argument("--pipeline-name", help="name in KFP (default: the pipeline's own)")
+    group.add_argument("--version", help="version name (default: NAME-<UTC timestamp>)")
+    group.add_argument("--experiment", default="fmnist", help="KFP experiment (default: fmnist)")
+    group.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline parameter; repeat for more",
+    )
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """A pipeline version on the server, ready to run."""
+
+    client: object  # kfp.Client
+    pipeline_id: str
+    version_id: str
+    experiment_id: str
+    name: str  # the pipeline's name in KFP
+    params: dict
+
+
+def upload_from_args(args: argparse.Namespace) -> Uploaded:
+    """Compile (or read ``--package``), check the params, upload a version, find the experiment."""
+    check_url(args.host)
+    with tempfile.TemporaryDirectory() as tmp:
+        package = args.package or _compile(args.pipeline, Path(tmp))
+        if not package.is_file():
+            raise UsageError(f"--package {package}: no such file")
+        own_name, types = pipeline_inputs(package)
+        params = parse_params(args.param, types)
+        name = args.pipeline_name or own_name
+        client = connect(args.host, args.token, args.namespace)
+        with quiet(args.host):
+            pipeline_id, version_id = upload(
+                client, package, name, args.version or f"{name}-{timestamp()}"
+            )
+            experiment = experiment_id(client, args.experiment, args.namespace)
+    return Uploaded(client, pipeline_id, version_id, experiment, name, params)
+
+
+def _compile(pipeline: str, out_dir: Path) -> Path:
+    from components.images import Images
+    from pipelines.commands.compile import compile_pipeline
+
+    return compile_pipeline(pipeline, out_dir, Images.defaults())

@@ -1,0 +1,116 @@
+"""The KServe predictor: a ``kserve.Model`` that serves a FashionMNIST model directory.
+
+KServe calls ``preprocess`` (decode and check the request, see :mod:`serving.codec`),
+then ``predict`` (one forward pass for the whole batch, then the protocol's response).
+v1 requests arrive as parsed JSON, v2 and gRPC requests as an ``InferRequest``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from kserve import Model
+from kserve.protocol.infer_type import InferRequest, InferResponse
+
+from serving.codec import IMAGE_SIZE, decode_v1, decode_v2, encode_v1, encode_v2
+from trainer.model import load_model_dir, normalize
+
+DEFAULT_MODEL_DIR = "/mnt/models"
+MAX_BATCH_SIZE_LIMIT = 65_536
+
+
+@dataclass
+class ServingConfig:
+    """How the predictor loads and runs the model."""
+
+    model_dir: str = DEFAULT_MODEL_DIR
+    """Model directory (``model.pt`` + ``model.json``); KServe mounts STORAGE_URI here."""
+    max_batch_size: int = 256
+    """Most images one request may carry; a larger request gets a 400."""
+    num_threads: int = 1
+    """torch intra-op threads; 1 is fastest for small batches and leaves cores to the server."""
+
+    def __post_init__(self):
+        if not 1 <= self.max_batch_size <= MAX_BATCH_SIZE_LIMIT:
+            raise ValueError(
+                f"max_batch_size must be in 1..{MAX_BATCH_SIZE_LIMIT}, got {self.max_batch_size}"
+            )
+        if self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A decoded request: the images and, for v2, the request to answer."""
+
+    images: np.ndarray
+    """float32 [N, 28, 28], pixel values 0-255."""
+    request: InferRequest | None
+    """The v2 request (its id and requested outputs shape the answer); None for v1."""
+
+
+class FashionMNISTModel(Model):
+    """Serves one model directory over KServe's v1 and v2 protocols."""
+
+    def __init__(self, name: str, config: ServingConfig):
+        super().__init__(name)
+        self.config = config
+        self.net: torch.nn.Module | None = None
+        self.class_names: list[str] = []
+        self.pixel_mean, self.pixel_std = 0.0, 1.0
+
+    def load(self) -> bool:
+        """Load the network; the model is ready only after this returns.
+
+        Also sets torch's process-wide thread count and turns oneDNN off: the predictor
+        owns its server process.
+
+        Raises:
+            FileNotFoundError: the model directory lacks ``model.pt`` or ``model.json``.
+            ValueError: ``model.json`` is malformed or does not match the weights.
+        """
+        torch.set_num_threads(self.config.num_threads)
+        # oneDNN's convolutions cost ~1.5x PyTorch's own for this small network at batch
+        # sizes up to ~64 (batch 1: 0.50 vs 0.30 ms) and break even at 256.
+        torch.backends.mkldnn.enabled = False
+        self.net, card = load_model_dir(self.config.model_dir)
+        self.class_names = list(card.class_names)
+        self.pixel_mean, self.pixel_std = card.pixel_mean, card.pixel_std
+        self.ready = True
+        return self.ready
+
+    def validate(self, payload: Batch) -> Batch:
+        """Return the payload: ``preprocess`` has already checked the whole request."""
+        return payload
+
+    def preprocess(self, payload: dict | bytes | InferRequest, headers=None) -> Batch:
+        """Decode a v1 body or a v2 request; a bad request raises ``InvalidInput`` (400)."""
+        if isinstance(payload, InferRequest):
+            return Batch(decode_v2(payload, self.config.max_batch_size), payload)
+        return Batch(decode_v1(payload, self.config.max_batch_size), None)
+
+    def predict(self, payload: Batch, headers=None) -> dict | InferResponse:
+        """Classify the batch in one forward pass and answer in the request's protocol."""
+        probabilities = self.probabilities(payload.images)
+        if payload.request is None:
+            return encode_v1(probabilities, self.class_names)
+        return encode_v2(probabilities, payload.request, self.name)
+
+    def probabilities(self, images: np.ndarray) -> np.ndarray:
+        """Class probabilities float32 [N, 10] for pixel values 0-255 [N, 28, 28]."""
+        with torch.inference_mode():
+            inputs = normalize(torch.from_numpy(images), self.pixel_mean, self.pixel_std)
+            return self.net(inputs).exp().numpy()
+
+    def get_input_types(self) -> list[dict]:
+        """v2 metadata: one image tensor (FP32 0-255 and [N, 1, 28, 28] / [N, 784] too)."""
+        return [{"name": "image", "datatype": "UINT8", "shape": [-1, IMAGE_SIZE, IMAGE_SIZE]}]
+
+    def get_output_types(self) -> list[dict]:
+        """v2 metadata: the class index and the class probabilities."""
+        return [
+            {"name": "label", "datatype": "INT64", "shape": [-1]},
+            {"name": "probabilities", "datatype": "FP32", "shape": [-1, len(self.class_names)]},
+        ]

@@ -1,0 +1,82 @@
+"""The model server: KServe's ``ModelServer`` with request-decoding errors answered as 400s."""
+
+from __future__ import annotations
+
+import argparse
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from kserve import ModelServer, model_server
+from kserve.errors import InvalidInput
+from kserve.protocol.dataplane import DataPlane
+
+# KServe's own server flags (see ``kserve.model_server.parser``) that ModelServer takes.
+SERVER_FLAGS = (
+    "http_port",
+    "grpc_port",
+    "workers",
+    "max_threads",
+    "max_asyncio_workers",
+    "enable_grpc",
+    "enable_docs_url",
+    "enable_latency_logging",
+    "access_log_format",
+    "event_loop",
+    "timeout_keep_alive",
+    "ssl_certfile",
+    "ssl_keyfile",
+)
+
+
+class ClientErrorDataPlane(DataPlane):
+    """KServe's data plane, answering a request it cannot parse with a 400 rather than a 500.
+
+    KServe's decoders index into the parsed body (``body["inputs"]``,
+    ``int(header)``, ...), so some malformed requests (the v2 binary tensor extension,
+    cloud events) surface as ``KeyError``/``TypeError``/``ValueError``, which its
+    server maps to 500. Decoding reads only the request, so any such error is the client's.
+    """
+
+    def decode(self, body, headers, *args, **kwargs):
+        """``DataPlane.decode``, re-raising parse errors as ``InvalidInput``."""
+        try:
+            return super().decode(body, headers, *args, **kwargs)
+        except InvalidInput:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidInput(f"malformed request: {type(exc).__name__}: {exc}") from exc
+
+
+async def request_validation_handler(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422 for a v2 body that fails validation, without echoing the body back.
+
+    FastAPI's own handler returns each invalid input, and a body with NaN or Infinity
+    (which Python's JSON parser accepts) then fails to serialise: a 500.
+    """
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+    )
+    return JSONResponse(
+        status_code=HTTPStatus.UNPROCESSABLE_ENTITY,
+        content={"error": f"invalid inference request: {problems}"},
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every malformed request with a 4xx and a JSON-safe message."""
+    app.add_exception_handler(RequestValidationError, request_validation_handler)
+
+
+# At import, not in build_server(): with --workers > 1 KServe spawns processes that
+# import the app afresh, and they import this module when they unpickle the data plane.
+install_error_handlers(model_server.app)
+
+
+def build_server(args: argparse.Namespace) -> ModelServer:
+    """A ``ModelServer`` configured from KServe's parsed server flags."""
+    server = ModelServer(**{name: getattr(args, name) for name in SERVER_FLAGS})
+    # ModelServer builds its REST and gRPC servers from this attribute in start().
+    server.dataplane = ClientErrorDataPlane(model_registry=server.registered_models)
+    return server

@@ -1,0 +1,80 @@
+"""The pack-dataset and evaluate steps through ``.python_func`` on real FashionMNIST data."""
+
+import contextlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+
+from components.evaluate import evaluate
+from components.pack_dataset import pack_dataset
+from trainer.data import CLASS_NAMES, load_packed
+
+
+def test_pack_dataset_writes_the_packed_slice(tmp_path, fashion_mnist_dir, capsys):
+    dataset = dsl.Dataset(uri=str(tmp_path / "dataset"))
+    pack_dataset.python_func(train_limit=300, test_limit=100, dataset=dataset)
+    packed = load_packed(dataset.path)
+    assert (len(packed.train), len(packed.test)) == (300, 100)
+    assert dataset.metadata["counts"] == {"train": 300, "test": 100}
+    assert dataset.metadata["complete"] is False
+    assert "packed 300 training and 100 test images" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory, trained_model_dir, packed_small):
+    """One evaluate call on the small trained model: (outputs, returned accuracy, stdout)."""
+    out = tmp_path_factory.mktemp("evaluate")
+    outputs = {
+        "metrics": dsl.Metrics(uri=str(out / "metrics")),
+        "confusion_matrix": dsl.ClassificationMetrics(uri=str(out / "confusion")),
+        "report": dsl.Markdown(uri=str(out / "report.md")),
+    }
+    capture = out / "stdout.txt"
+    with capture.open("w") as handle, contextlib.redirect_stdout(handle):
+        accuracy = evaluate.python_func(
+            model=dsl.Model(uri=str(trained_model_dir)),
+            dataset=dsl.Dataset(uri=str(packed_small)),
+            **outputs,
+        )
+    return outputs, accuracy, capture.read_text()
+
+
+def test_evaluate_matches_the_trainers_own_test_pass(evaluated, trained_model_dir):
+    outputs, accuracy, _ = evaluated
+    card = json.loads((Path(trained_model_dir) / "model.json").read_text())
+    assert 0.5 < accuracy <= 1
+    assert accuracy == pytest.approx(card["metrics"]["accuracy"], abs=1e-6)
+    assert outputs["metrics"].metadata["accuracy"] == accuracy
+    assert outputs["metrics"].metadata["loss"] == pytest.approx(card["metrics"]["loss"], abs=1e-4)
+
+
+def test_evaluate_prints_the_katib_metric_line(evaluated):
+    outputs, accuracy, stdout = evaluated
+    loss = outputs["metrics"].metadata["loss"]
+    assert (
+        f"{{metricName: accuracy, metricValue: {accuracy:.4f}}};"
+        f"{{metricName: loss, metricValue: {loss:.4f}}}"
+    ) in stdout.splitlines()
+
+
+def test_evaluate_logs_the_confusion_matrix_with_class_names(evaluated, packed_small):
+    outputs, accuracy, _ = evaluated
+    matrix = outputs["confusion_matrix"].metadata["confusionMatrix"]
+    assert [spec["displayName"] for spec in matrix["annotationSpecs"]] == list(CLASS_NAMES)
+    rows = [row["row"] for row in matrix["rows"]]
+    labels = load_packed(packed_small).test.labels
+    assert [sum(row) for row in rows] == [int((labels == k).sum()) for k in range(10)]
+    assert sum(rows[k][k] for k in range(10)) == round(accuracy * len(labels))
+
+
+def test_evaluate_writes_a_markdown_report(evaluated):
+    outputs, accuracy, _ = evaluated
+    report = Path(outputs["report"].path).read_text()
+    assert f"Test accuracy **{accuracy:.2%}**" in report
+    for name in CLASS_NAMES:
+        assert re.search(rf"^\| {re.escape(name)} \| \d+\.\d\d% \| ", report, re.MULTILINE)
+    curve = [line for line in report.splitlines() if re.match(r"^\| [12] \| ", line)]
+    assert len(curve) == 2  # two epochs in the trained model's history

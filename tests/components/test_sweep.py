@@ -1,0 +1,91 @@
+"""The sweep's search space: range checks and Katib's grid semantics."""
+
+import pytest
+
+from components.sweep import SweepConfig, Trial, grid_points, parameter_values, rank_trials
+
+
+def test_defaults_are_valid_and_search_lr_and_epochs():
+    sweep = SweepConfig()
+    assert sweep.parameter_names == ("lr", "epochs")
+    assert sweep.bounds("lr") == (0.005, 0.1, None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"algorithm": "hyperopt"}, "algorithm must be one of"),
+        ({"lr_min": 0.2, "lr_max": 0.1}, "lr_min/lr_max must be 0 < lr_min <= lr_max"),
+        ({"lr_min": 0.0}, "lr_min/lr_max"),
+        ({"epochs_min": 0}, "epochs_min/epochs_max"),
+        ({"momentum_min": 0.5}, "momentum_min/momentum_max must be both set or both unset"),
+        ({"momentum_min": 0.5, "momentum_max": 1.0}, "0 <= min <= max < 1"),
+        ({"lr_step": 0.0}, "lr_step must be a number > 0"),
+        ({"max_trials": 0}, "max_trials must be an integer >= 1"),
+        ({"max_trials": 2, "parallel_trials": 3}, r"parallel_trials must be 1..max_trials \(2\)"),
+        ({"max_failed_trials": 13}, r"max_failed_trials must be 0..max_trials \(12\)"),
+        ({"goal": 1.5}, "goal must be an accuracy in"),
+        ({"seed": -1}, "seed must be an integer >= 0"),
+        ({"algorithm": "grid"}, "lr_step must be set for the grid algorithm"),
+        (
+            {"algorithm": "grid", "lr_step": 0.05, "momentum_min": 0.5, "momentum_max": 0.9},
+            "momentum_step must be set for grid",
+        ),
+        ({"algorithm": "grid", "lr_step": 0.1}, r"max_trials must be <= the grid.s 7 points"),
+    ],
+)
+def test_bad_values_name_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SweepConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "values"),
+    [
+        ("lr", {"lr_min": 0.01, "lr_max": 0.05, "lr_step": 0.04}, [0.01, 0.05]),
+        # arange(0.1, 0.4, 0.1) has 4 points; Katib drops the last, which overshoots 0.3.
+        ("lr", {"lr_min": 0.1, "lr_max": 0.3, "lr_step": 0.1}, [0.1, 0.2, 0.3]),
+        ("lr", {"lr_min": 0.01, "lr_max": 0.06, "lr_step": 0.02}, [0.01, 0.03, 0.05]),
+        # Floating point: the 4th point is 0.11000000000000001 > 0.11, so Katib drops it.
+        ("lr", {"lr_min": 0.05, "lr_max": 0.11, "lr_step": 0.02}, [0.05, 0.07, 0.09]),
+        ("epochs", {"epochs_min": 1, "epochs_max": 5, "epochs_step": 2}, [1, 3, 5]),
+        ("epochs", {"epochs_min": 2, "epochs_max": 4}, [2, 3, 4]),
+        (
+            "momentum",
+            {"momentum_min": 0.8, "momentum_max": 0.9, "momentum_step": 0.05},
+            [0.8, 0.85, 0.9],
+        ),
+    ],
+)
+def test_grid_values_follow_katib(name, kwargs, values):
+    assert parameter_values(SweepConfig(**kwargs), name) == values
+
+
+def test_grid_points_are_the_product_and_cap_max_trials():
+    sweep = SweepConfig(
+        algorithm="grid",
+        lr_min=0.01,
+        lr_max=0.05,
+        lr_step=0.04,
+        epochs_min=1,
+        epochs_max=2,
+        max_trials=4,
+        parallel_trials=2,
+    )
+    assert grid_points(sweep) == [
+        {"lr": 0.01, "epochs": 1},
+        {"lr": 0.01, "epochs": 2},
+        {"lr": 0.05, "epochs": 1},
+        {"lr": 0.05, "epochs": 2},
+    ]
+
+
+def test_ranking_keeps_succeeded_trials_best_first_and_first_on_ties():
+    trials = [
+        Trial("a", {}, "Succeeded", {"accuracy": 0.8}),
+        Trial("b", {}, "Failed", {"accuracy": 0.99}),
+        Trial("c", {}, "Succeeded", {"accuracy": 0.9}),
+        Trial("d", {}, "Succeeded", {"accuracy": 0.8}),
+        Trial("e", {}, "MetricsUnavailable", {}),
+    ]
+    assert [trial.name for trial in rank_trials(trials)] == ["c", "a", "d"]

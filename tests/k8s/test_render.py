@@ -1,0 +1,110 @@
+"""``fmnist render``: every kind's output passes its upstream schema; the karmada kind's flags.
+
+The command runs for real (its parser, its handler, its YAML on stdout); only the
+``render`` sub-command is registered, so these tests need no other command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.manifests import PROPAGATION_POLICY, propagation_policy
+from pipelines.cli import UsageError
+from pipelines.commands import render
+
+REPO = Path(__file__).resolve().parents[2]
+KIND_FLAGS = {"karmada": ["--cluster", "member1=1"]}
+
+
+def run_render(argv: list[str], capsys) -> list[dict]:
+    parser = argparse.ArgumentParser(prog="fmnist")
+    render.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["render", *argv])
+    assert args.handler(args) == 0
+    return [doc for doc in yaml.safe_load_all(capsys.readouterr().out) if doc]
+
+
+@pytest.mark.parametrize("kind", sorted(render.KINDS))
+def test_every_kind_renders_objects_that_pass_their_schema(kind, capsys, validate_object):
+    objects = run_render([kind, *KIND_FLAGS.get(kind, [])], capsys)
+    assert objects
+    for obj in objects:
+        validate_object(obj)
+
+
+@pytest.mark.parametrize(
+    ("flags", "weights", "spread"),
+    [
+        (["--cluster", "member3=1", "--cluster", "member4=1"], {"member3": 1, "member4": 1}, False),
+        (
+            ["--cluster", "gpu-a=3", "--cluster", "gpu-b=1", "--cluster", "cpu-c=1"],
+            {"gpu-a": 3, "gpu-b": 1, "cpu-c": 1},
+            False,
+        ),
+        (["--cluster", "only=1", "--one-cluster-per-job"], {"only": 1}, True),
+    ],
+)
+def test_karmada_policy_for_the_given_clusters(flags, weights, spread, capsys, validate_object):
+    (policy,) = run_render(
+        ["karmada", *flags, "--namespace", "team-a", "--queue-name", "gpu"], capsys
+    )
+    validate_object(policy)
+    assert policy["metadata"] == {"name": "fmnist-pytorchjobs", "namespace": "team-a"}
+    (selector,) = policy["spec"]["resourceSelectors"]
+    assert selector == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "namespace": "team-a",
+        "labelSelector": {"matchLabels": {"kueue.x-k8s.io/queue-name": "gpu"}},
+    }
+    placement = policy["spec"]["placement"]
+    assert placement["clusterAffinity"]["clusterNames"] == list(weights)
+    static = placement["replicaScheduling"]["weightPreference"]["staticWeightList"]
+    assert {
+        entry["targetCluster"]["clusterNames"][0]: entry["weight"] for entry in static
+    } == weights
+    assert ("spreadConstraints" in placement) is spread
+    assert policy["spec"]["propagateDeps"] is True  # the job's PVCs, ConfigMaps, Secrets follow
+
+
+def test_karmada_defaults_reproduce_the_committed_policy(capsys):
+    (policy,) = run_render(["karmada", "--cluster", "member1=1", "--cluster", "member2=1"], capsys)
+    committed = yaml.safe_load((REPO / "k8s" / "karmada" / "propagation-policy.yaml").read_text())
+    assert policy == committed
+    assert (policy["apiVersion"], policy["kind"]) == (
+        PROPAGATION_POLICY.api_version,
+        PROPAGATION_POLICY.kind,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["karmada"],  # no cluster at all
+        ["karmada", "--cluster", "member1"],  # no weight
+        ["karmada", "--cluster", "member1=0"],
+        ["karmada", "--cluster", "member1=-2"],
+        ["karmada", "--cluster", "member1=1.5"],
+        ["karmada", "--cluster", "Member_1=1"],  # not a cluster name
+    ],
+)
+def test_bad_cluster_flags_are_usage_errors_naming_the_flag(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run_render(argv, capsys)
+    assert exc.value.code == 2
+    assert "--cluster" in capsys.readouterr().err
+
+
+def test_a_cluster_given_twice_is_a_usage_error(capsys):
+    with pytest.raises(UsageError, match="--cluster: each member cluster once"):
+        run_render(["karmada", "--cluster", "a=1", "--cluster", "a=2"], capsys)
+
+
+@pytest.mark.parametrize("weights", [{}, {"member1": 0}])
+def test_builder_rejects_no_cluster_or_a_zero_weight(weights):
+    with pytest.raises(ValueError, match="cluster"):
+        propagation_policy(name="p", namespace="ns", queue_name="q", cluster_weights=weights)

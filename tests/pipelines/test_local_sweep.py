@@ -1,0 +1,186 @@
+"""The local sweep runner: suggestions, Katib's reading of a trial, and its stopping rules.
+
+Most tests replace ``subprocess.run`` (the runner's only I/O) with a stand-in trainer
+that prints the metric line for the lr it was given; ``test_sweep.py`` runs the real one.
+"""
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+import pipelines.local_sweep as local_sweep
+from components.manifests import TrainerFlags
+from components.sweep import SweepConfig, Trial
+from pipelines.local_sweep import observe, run_sweep, stop_reason, suggest, trial_command
+from trainer.metrics import format_metric_line
+
+BASE = TrainerFlags(
+    data_dir="/data",
+    model_dir="",
+    checkpoint_dir="",
+    epochs=1,
+    batch_size=64,
+    lr=0.1,
+    momentum=0.9,
+    optimizer="sgd",
+    test_limit=500,
+)
+
+
+def grid(**changes) -> SweepConfig:
+    values = dict(
+        algorithm="grid",
+        lr_min=0.01,
+        lr_max=0.05,
+        lr_step=0.04,
+        epochs_min=1,
+        epochs_max=2,
+        max_trials=4,
+        parallel_trials=2,
+    )
+    return SweepConfig(**{**values, **changes})
+
+
+def test_grid_suggestions_are_katibs_grid_in_order():
+    assert suggest(grid(max_trials=3)) == [
+        {"lr": 0.01, "epochs": 1},
+        {"lr": 0.01, "epochs": 2},
+        {"lr": 0.05, "epochs": 1},
+    ]
+
+
+def test_random_suggestions_are_seeded_and_in_range():
+    sweep = SweepConfig(
+        lr_min=0.01,
+        lr_max=0.1,
+        epochs_min=2,
+        epochs_max=4,
+        momentum_min=0.8,
+        momentum_max=0.9,
+        max_trials=20,
+        seed=3,
+    )
+    points = suggest(sweep)
+    assert points == suggest(sweep) != suggest(SweepConfig(**{**vars(sweep), "seed": 4}))
+    assert len(points) == 20
+    for point in points:
+        assert 0.01 <= point["lr"] <= 0.1 and 0.8 <= point["momentum"] <= 0.9
+        assert point["epochs"] in (2, 3, 4)
+
+
+def test_other_algorithms_need_katib():
+    with pytest.raises(ValueError, match="a local sweep runs grid or random; tpe needs Katib"):
+        suggest(SweepConfig(algorithm="tpe"))
+
+
+def test_observe_keeps_the_latest_value_like_the_metric_strategy():
+    stdout = "\n".join(
+        [
+            "epoch 1 [64/2000] loss=2.1",
+            format_metric_line(0.70, 0.9),
+            format_metric_line(0.80, 0.6),
+            "saved model",
+        ]
+    )
+    assert observe(stdout) == {"accuracy": 0.8, "loss": 0.6}
+    assert observe("accuracy=0.9\nloss=0.1") == {}  # Katib's default format is not ours
+
+
+def test_trial_command_is_torchrun_with_the_trial_values():
+    flags = local_sweep.trial_flags(BASE, Trial("trial-2", {"lr": 0.05, "epochs": 2}), "/out")
+    command = trial_command(flags, nproc_per_node=2)
+    assert command[1:7] == [
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        "trainer",
+    ]
+    assert command[7:] == [
+        "--data-dir=/data",
+        "--model-dir=/out/trial-2/model",
+        "--checkpoint-dir=/out/trial-2/checkpoints",
+        "--epochs=2",
+        "--batch-size=64",
+        "--lr=0.05",
+        "--momentum=0.9",
+        "--optimizer=sgd",
+        "--test-limit=500",
+    ]
+
+
+@pytest.fixture
+def fake_trainer(monkeypatch):
+    """``subprocess.run`` for trial commands: accuracy = 0.5 + lr, or a scripted failure."""
+    state = {"running": 0, "peak": 0, "commands": [], "fail": set(), "silent": set()}
+    lock = threading.Lock()
+
+    def run(command, **kwargs):
+        lr = float(next(arg for arg in command if arg.startswith("--lr=")).split("=")[1])
+        with lock:
+            state["running"] += 1
+            state["peak"] = max(state["peak"], state["running"])
+            state["commands"].append(command)
+        time.sleep(0.05)
+        with lock:
+            state["running"] -= 1
+        if lr in state["fail"]:
+            return subprocess.CompletedProcess(command, 1, "", "boom\ntrainer: error: bad\n")
+        out = "" if lr in state["silent"] else format_metric_line(0.5 + lr, 1 - lr)
+        return subprocess.CompletedProcess(command, 0, out + "\n", "")
+
+    monkeypatch.setattr(local_sweep.subprocess, "run", run)
+    return state
+
+
+def test_runs_every_trial_with_bounded_parallelism_and_ranks_them(fake_trainer, tmp_path):
+    sweep = grid(lr_min=0.01, lr_max=0.07, lr_step=0.02, epochs_max=1, max_trials=4)
+    seen = []
+    result = run_sweep(sweep, BASE, tmp_path, on_trial=lambda t: seen.append((t.name, t.status)))
+    assert fake_trainer["peak"] == 2
+    assert [trial.status for trial in result.trials] == ["Succeeded"] * 4
+    assert (result.status, result.reason) == ("Succeeded", "max trial count reached")
+    assert result.best.name == "trial-4" and result.best.assignment == {"lr": 0.07, "epochs": 1}
+    assert result.best.metrics == {"accuracy": 0.57, "loss": 0.93}
+    assert seen.count(("trial-1", "Running")) == 1 and ("trial-1", "Succeeded") in seen
+    assert (tmp_path / "trial-1" / "log.txt").read_text().startswith("{metricName: accuracy")
+
+
+def test_goal_stops_new_trials(fake_trainer, tmp_path):
+    sweep = grid(lr_max=0.07, lr_step=0.02, epochs_max=1, parallel_trials=1, goal=0.54)
+    result = run_sweep(sweep, BASE, tmp_path)
+    assert [trial.name for trial in result.trials] == ["trial-1", "trial-2", "trial-3"]
+    assert (result.status, result.reason) == ("Succeeded", "goal reached")
+
+
+def test_failures_and_missing_metrics_count_against_max_failed(fake_trainer, tmp_path):
+    fake_trainer["fail"].add(0.01)
+    fake_trainer["silent"].add(0.03)
+    sweep = grid(
+        lr_min=0.01,
+        lr_max=0.07,
+        lr_step=0.02,
+        epochs_max=1,
+        max_trials=4,
+        parallel_trials=1,
+        max_failed_trials=2,
+    )
+    result = run_sweep(sweep, BASE, tmp_path)
+    assert [trial.status for trial in result.trials] == ["Failed", "MetricsUnavailable"]
+    assert result.trials[0].message == "trainer: error: bad"
+    assert (result.status, result.reason) == ("Failed", "max failed trial count reached")
+    assert result.best is None
+
+
+def test_stop_reason_follows_katib():
+    done = Trial("a", {}, "Succeeded", {"accuracy": 0.9})
+    assert stop_reason([done], SweepConfig(goal=0.9)) == "goal reached"
+    assert stop_reason([done], SweepConfig(goal=0.95)) is None
+    failed = Trial("b", {}, "Failed")
+    assert (
+        stop_reason([failed], SweepConfig(max_failed_trials=1)) == "max failed trial count reached"
+    )
+    assert stop_reason([done], SweepConfig(max_failed_trials=0)) is None  # 0 failures never stop

@@ -1,0 +1,193 @@
+"""``fmnist schedule``: recurring runs through the KFP client, and its flag checks.
+
+No Kubeflow server runs here, so these tests run the real ``kfp.Client`` against a local
+HTTP server (the ``kfp_server`` fixture) that implements the KFP v2beta1 REST endpoints
+the client calls, and assert the exact request bodies it receives.
+"""
+
+import pytest
+
+from pipelines.cli import UsageError, main
+from pipelines.commands.schedule import parse_cron, parse_interval, parse_time
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    """The fashion-mnist pipeline, compiled once."""
+    from components.images import Images
+    from pipelines.commands.compile import compile_pipeline
+
+    return compile_pipeline("fashion-mnist", tmp_path_factory.mktemp("pkg"), Images.defaults())
+
+
+def created(server) -> list[dict]:
+    return [
+        body
+        for method, path, _, body in server.log
+        if method == "POST" and path.endswith("/recurringruns")
+    ]
+
+
+def version_reference(server) -> dict:
+    version = server.state["versions"][-1]
+    return {
+        "pipeline_id": version["pipeline_id"],
+        "pipeline_version_id": version["pipeline_version_id"],
+    }
+
+
+def test_cron_schedule_sends_the_exact_recurring_run(kfp_server, package, capsys):
+    argv = [
+        "schedule",
+        "--host",
+        kfp_server.url,
+        "--package",
+        str(package),
+        "--cron",
+        "0 0 2 * * *",
+        "--max-concurrency",
+        "2",
+        "--no-catchup",
+        "--start-time",
+        "2026-01-01T01:00:00+01:00",
+        "--end-time",
+        "2026-02-01T00:00:00Z",
+        "--param",
+        "epochs=4",
+        "--param",
+        "min_accuracy=0.9",
+        "--name",
+        "nightly",
+        "--experiment",
+        "retrain",
+    ]
+    assert main(argv) == 0
+    (body,) = created(kfp_server)
+    assert body == {
+        "display_name": "nightly",
+        "experiment_id": kfp_server.state["experiments"][0]["experiment_id"],
+        "mode": "ENABLE",
+        "max_concurrency": 2,
+        "no_catchup": True,
+        "trigger": {
+            "cron_schedule": {
+                "cron": "0 0 2 * * *",
+                "start_time": "2026-01-01T00:00:00Z",
+                "end_time": "2026-02-01T00:00:00Z",
+            }
+        },
+        "pipeline_version_reference": version_reference(kfp_server),
+        "runtime_config": {"parameters": {"epochs": 4, "min_accuracy": 0.9}},
+    }
+    rid = next(iter(kfp_server.state["recurring"]))
+    out = capsys.readouterr().out
+    assert f"recurring run {rid} (cron '0 0 2 * * *'" in out
+    assert f"{kfp_server.url}/#/recurringrun/details/{rid}" in out
+
+
+def test_interval_schedule_with_catchup(kfp_server, package):
+    argv = [
+        "schedule",
+        "--host",
+        kfp_server.url,
+        "--package",
+        str(package),
+        "--interval",
+        "6h",
+        "--catchup",
+    ]
+    assert main(argv) == 0
+    (body,) = created(kfp_server)
+    assert body["trigger"] == {"periodic_schedule": {"interval_second": 21600}}
+    assert (body["max_concurrency"], body["no_catchup"]) == (1, False)
+    assert body["display_name"] == "fashion-mnist schedule"
+    assert body["pipeline_version_reference"] == version_reference(kfp_server)
+
+
+def test_list_disable_delete(kfp_server, package, capsys):
+    common = ["schedule", "--host", kfp_server.url]
+    assert main([*common, "--package", str(package), "--cron", "@daily", "--name", "a"]) == 0
+    assert main([*common, "--package", str(package), "--interval", "90m", "--name", "b"]) == 0
+    first, second = kfp_server.state["recurring"]
+    capsys.readouterr()
+    assert main([*common, "--list"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[0].split()[:3] == ["ID", "STATUS", "TRIGGER"]
+    assert listing[1].split()[:4] == [first, "ENABLE", "cron", "@daily"]
+    assert listing[2].split()[:5] == [second, "ENABLE", "every", "5400", "s"]
+    assert main([*common, "--disable", first]) == 0
+    assert ("POST", f"/apis/v2beta1/recurringruns/{first}:disable") in [
+        entry[:2] for entry in kfp_server.log
+    ]
+    assert main([*common, "--delete", second]) == 0
+    assert ("DELETE", f"/apis/v2beta1/recurringruns/{second}") in [
+        entry[:2] for entry in kfp_server.log
+    ]
+    assert list(kfp_server.state["recurring"]) == [first]
+    assert main([*common, "--delete", "nope"]) == 2
+    assert "404" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--cron", "0 2 * * *"], "did you mean '0 0 2 * * *'?"),
+        (["--cron", "0 61 2 * * *"], "the minute field '61' must use 0-59"),
+        (["--cron", "0 0 2 * * 1 2"], "must have 6 fields"),
+        (["--interval", "soon"], "--interval 'soon' must be seconds or like 90s"),
+        (["--cron", "@daily", "--max-concurrency", "11"], "--max-concurrency must be 1..10"),
+        (["--cron", "@daily", "--start-time", "2026-01-01T00:00:00"], "with a zone"),
+        (
+            [
+                "--cron",
+                "@daily",
+                "--start-time",
+                "2026-02-01T00:00:00Z",
+                "--end-time",
+                "2026-01-01T00:00:00Z",
+            ],
+            "must be after --start-time",
+        ),
+        ([], "give --cron or --interval"),
+    ],
+)
+def test_bad_schedules_fail_before_anything_is_sent(kfp_server, package, capsys, flags, message):
+    argv = ["schedule", "--host", kfp_server.url, "--package", str(package), *flags]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert kfp_server.log == []
+
+
+def test_cron_and_interval_exclude_each_other(capsys):
+    with pytest.raises(SystemExit):
+        main(["schedule", "--host", "http://x", "--cron", "@daily", "--interval", "60"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "cron",
+    [
+        "0 0 2 * * *",
+        "*/30 * * * * ?",
+        "0 15 10 ? * MON-FRI",
+        "0 0 0 1 JAN,jul *",
+        "0 0 9-17/2 * * 1-5",
+        "@hourly",
+        "@every 1h30m",
+    ],
+)
+def test_valid_crons_pass_unchanged(cron):
+    assert parse_cron(cron) == cron
+
+
+def test_intervals_and_times():
+    assert [parse_interval(text) for text in ("3600", "90s", "30m", "1h30m", "1d")] == [
+        3600,
+        90,
+        1800,
+        5400,
+        86400,
+    ]
+    assert parse_time("2026-03-01T12:30:00-02:00", "--start-time") == "2026-03-01T14:30:00Z"
+    with pytest.raises(UsageError):
+        parse_interval("0")

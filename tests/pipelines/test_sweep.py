@@ -1,0 +1,237 @@
+"""``fmnist sweep``: --render and ``fmnist render experiment``, --apply against a fake cluster
+(the ``fake_k8s`` fixture at the kubernetes client boundary), flag errors, and a real
+2x2 grid run with --local on a slice of FashionMNIST.
+"""
+
+import json
+import re
+
+import kubernetes
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from pipelines.cli import main
+
+GRID = [
+    "--algorithm",
+    "grid",
+    "--lr-min",
+    "0.01",
+    "--lr-max",
+    "0.05",
+    "--lr-step",
+    "0.04",
+    "--epochs-min",
+    "1",
+    "--epochs-max",
+    "2",
+    "--parallel-trials",
+    "2",
+]
+
+
+def ok(kind: str, reason: str = "", message: str = "") -> dict:
+    return {"type": kind, "status": "True", "reason": reason, "message": message}
+
+
+def test_render_prints_a_valid_experiment_without_yaml_anchors(capsys, validate_katib_experiment):
+    argv = [
+        "sweep",
+        "--render",
+        *GRID,
+        "--name",
+        "lr-epochs",
+        "--namespace",
+        "team-a",
+        "--workspace-pvc",
+        "fmnist-data",
+        "--seed",
+        "1",
+    ]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert not re.search(r"[&*]id\d+", text)
+    experiment = yaml.safe_load(text)
+    trial = validate_katib_experiment(experiment)
+    assert experiment["metadata"] == {"name": "lr-epochs", "namespace": "team-a"}
+    assert experiment["spec"]["maxTrialCount"] == 4  # the whole grid by default
+    pod = trial["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "fmnist-data"}}
+    ]
+    assert pod["containers"][0]["args"][0] == "--data-dir=/kfp-workspace/train/data"
+
+
+def test_render_experiment_is_the_same_builder(capsys, validate_katib_experiment):
+    assert main(["sweep", "--render", *GRID, "--name", "x"]) == 0
+    from_sweep = yaml.safe_load(capsys.readouterr().out)
+    assert main(["render", "experiment", *GRID, "--name", "x"]) == 0
+    from_render = yaml.safe_load(capsys.readouterr().out)
+    validate_katib_experiment(from_render)
+    claim = {"claimName": "RUN-NAME-kfp-workspace"}  # the run's workspace, at run time
+    replaced = json.loads(
+        json.dumps(from_sweep).replace('{"claimName": "fmnist-workspace"}', json.dumps(claim))
+    )
+    assert from_render == replaced
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--render", "--algorithm", "grid"], "--lr-step must be set for the grid algorithm"),
+        (["--render", "--lr-min", "0.2", "--lr-max", "0.1"], "--lr-min / --lr-max must be"),
+        (["--render", *GRID, "--max-trials", "9"], "--max-trials must be <= the grid's 4 points"),
+        (["--render", "--parallel-trials", "0"], "--parallel-trials must be 1..max_trials"),
+        (["--render", "--momentum-min", "0.5"], "--momentum-min / --momentum-max must be both"),
+        (["--render", "--workers", "0"], "--workers must be an integer >= 1"),
+        (["--render", "--name", "Sweep_1"], "--name must be a lowercase DNS label"),
+        (["--local", "--algorithm", "tpe"], "a local sweep runs grid or random; tpe needs Katib"),
+    ],
+)
+def test_bad_flags_are_usage_errors(capsys, argv, message):
+    assert main(["sweep", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fmnist sweep: error: ") and message in err
+
+
+def test_unknown_algorithm_and_missing_mode_are_argparse_errors(capsys):
+    for argv in (["--render", "--algorithm", "hyperopt"], ["--algorithm", "grid"]):
+        with pytest.raises(SystemExit) as exited:
+            main(["sweep", *argv])
+        assert exited.value.code == 2
+    assert "one of the arguments --render --apply --local is required" in capsys.readouterr().err
+
+
+def test_help_has_examples(capsys):
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    out = capsys.readouterr().out
+    assert "examples:" in out and "fmnist sweep --local --algorithm grid" in out
+
+
+def test_apply_without_credentials_is_a_clear_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(
+        kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "missing")
+    )
+    assert main(["sweep", "--apply", *GRID]) == 2
+    assert "fmnist sweep: error: no Kubernetes credentials" in capsys.readouterr().err
+
+
+@pytest.fixture
+def katib_run(fake_k8s):
+    """Katib's side of a 2-trial Experiment that succeeds."""
+    trial = {
+        "metadata": {"name": "lr-epochs-abc"},
+        "spec": {
+            "parameterAssignments": [
+                {"name": "lr", "value": "0.05"},
+                {"name": "epochs", "value": "2"},
+            ]
+        },
+        "status": {
+            "conditions": [ok("Succeeded")],
+            "observation": {
+                "metrics": [
+                    {"name": "accuracy", "latest": "0.8312"},
+                    {"name": "loss", "latest": "0.47"},
+                ]
+            },
+        },
+    }
+    running = {"conditions": [ok("Running", "ExperimentRunning", "Experiment is running")]}
+    done = {
+        "conditions": [ok("Succeeded", "ExperimentMaxTrialsReached", "max trials")],
+        "currentOptimalTrial": {
+            "bestTrialName": "lr-epochs-abc",
+            "parameterAssignments": trial["spec"]["parameterAssignments"],
+            "observation": trial["status"]["observation"],
+        },
+    }
+    fake_k8s.custom.statuses["experiments"] = [running, running, done]
+    fake_k8s.custom.listings["trials"] = [[], [trial]]
+    return fake_k8s
+
+
+def test_apply_creates_follows_and_prints_the_best(katib_run, capsys, validate_katib_experiment):
+    argv = [
+        "sweep",
+        "--apply",
+        *GRID,
+        "--name",
+        "lr-epochs",
+        "--namespace",
+        "team-a",
+        "--poll-seconds",
+        "0.01",
+    ]
+    assert main(argv) == 0
+    (experiment,) = katib_run.custom.created("experiments")
+    validate_katib_experiment(experiment)
+    assert experiment["metadata"] == {"name": "lr-epochs", "namespace": "team-a"}
+    out = capsys.readouterr().out
+    assert "Running: ExperimentRunning Experiment is running" in out
+    assert re.search(r"lr-epochs-abc\s+0.05\s+2\s+0.8312\s+0.4700\s+Succeeded", out)
+    assert out.rstrip().endswith("best trial: lr-epochs-abc, accuracy 0.8312: --lr 0.05 --epochs 2")
+
+
+def test_apply_reports_a_failed_experiment(katib_run, capsys):
+    failed = {"conditions": [ok("Failed", "ExperimentFailed", "max failed count has reached")]}
+    katib_run.custom.statuses["experiments"] = [failed]
+    assert main(["sweep", "--apply", *GRID, "--namespace", "t", "--poll-seconds", "0.01"]) == 1
+    assert "max failed count has reached" in capsys.readouterr().err
+
+
+def test_apply_without_katib_says_so(fake_k8s, monkeypatch, capsys):
+    def missing(*args, **kwargs):
+        raise ApiException(status=404, reason="Not Found")
+
+    monkeypatch.setattr(fake_k8s.custom, "create_namespaced_custom_object", missing)
+    assert main(["sweep", "--apply", *GRID, "--namespace", "t"]) == 2
+    assert "404 Not Found (is Katib installed?)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_local_grid_on_real_data_ranks_the_trials(packed_small, tmp_path, capsys):
+    """A 2x2 grid (lr 0.01/0.05 x 1/2 epochs) on 2,000 real images, two trials at a time."""
+    argv = [
+        "sweep",
+        "--local",
+        *GRID,
+        "--workers",
+        "1",
+        "--data-dir",
+        str(packed_small),
+        "--train-limit",
+        "2000",
+        "--test-limit",
+        "500",
+        "--out-dir",
+        str(tmp_path),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"^(trial-\d)\s+(\S+)\s+(\d)\s+(\d\.\d{4})\s+(\d\.\d{4})\s+(\w+)", out, re.M)
+    final = rows[-4:]  # the ranked table at the end
+    assert sorted((float(lr), int(epochs)) for _, lr, epochs, *_ in final) == [
+        (0.01, 1),
+        (0.01, 2),
+        (0.05, 1),
+        (0.05, 2),
+    ]
+    assert {status for *_, status in final} == {"Succeeded"}
+    # What Katib's reading of stdout gave must be what each trainer saved, best first.
+    saved = {
+        name: json.loads((tmp_path / name / "model" / "model.json").read_text())["metrics"]
+        for name, *_ in final
+    }
+    for name, _, _, accuracy, loss, _ in final:
+        assert (float(accuracy), float(loss)) == (
+            round(saved[name]["accuracy"], 4),
+            round(saved[name]["loss"], 4),
+        )
+    ranked = [float(accuracy) for _, _, _, accuracy, _, _ in final]
+    assert ranked == sorted(ranked, reverse=True)
+    best = final[0]
+    assert f"best trial: {best[0]}, accuracy {best[3]}: --lr {best[1]} --epochs {best[2]}" in out
+    assert f"its model: {tmp_path / best[0] / 'model'}" in out

@@ -1,0 +1,75 @@
+"""The predictor in-process: readiness, one forward pass per batch, gRPC tensors, config checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from kserve.protocol.grpc.grpc_predict_v2_pb2 import ModelInferRequest
+from kserve.protocol.infer_type import InferInput, InferRequest
+
+from serving.predictor import FashionMNISTModel, ServingConfig
+
+
+@pytest.fixture(scope="module")
+def model(trained_model_dir):
+    """A loaded predictor; torch's process-wide settings that load() changes are restored."""
+    threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
+    model = FashionMNISTModel("fashion-mnist", ServingConfig(str(trained_model_dir)))
+    assert not model.ready
+    assert model.load()
+    assert model.ready
+    yield model
+    torch.set_num_threads(threads)
+    torch.backends.mkldnn.enabled = onednn
+
+
+@pytest.fixture
+def forward_inputs(model):
+    """The shape of every input the network sees while the test runs."""
+    shapes = []
+    handle = model.net.register_forward_hook(lambda _m, args, _out: shapes.append(args[0].shape))
+    yield shapes
+    handle.remove()
+
+
+def test_v1_batch_is_one_forward_pass(model, test_images, offline_probabilities, forward_inputs):
+    batch = model.preprocess({"instances": test_images[:5].tolist()})
+    response = model.predict(batch)
+    assert forward_inputs == [(5, 1, 28, 28)]
+    labels = [prediction["label"] for prediction in response["predictions"]]
+    assert labels == offline_probabilities[:5].argmax(axis=1).tolist()
+
+
+def test_v2_batch_is_one_forward_pass(model, test_images, offline_probabilities, forward_inputs):
+    tensor = InferInput("image", [7, 784], "UINT8", data=test_images[:7].reshape(-1).tolist())
+    response = model.predict(model.preprocess(InferRequest("fashion-mnist", [tensor])))
+    assert forward_inputs == [(7, 1, 28, 28)]
+    label = response.get_output_by_name("label")
+    assert label.data == offline_probabilities[:7].argmax(axis=1).tolist()
+
+
+def test_grpc_raw_tensor(model, test_images, offline_probabilities):
+    """gRPC clients usually send raw bytes (`raw_input_contents`), not typed contents."""
+    grpc_request = ModelInferRequest(model_name="fashion-mnist", id="g-1")
+    grpc_request.inputs.add(name="image", datatype="UINT8", shape=[3, 28, 28])
+    grpc_request.raw_input_contents.append(test_images[:3].tobytes())
+    response = model.predict(model.preprocess(InferRequest.from_grpc(grpc_request))).to_grpc()
+    assert response.id == "g-1"
+    outputs = {output.name: output for output in response.outputs}
+    assert list(outputs["label"].shape) == [3]
+    labels = np.frombuffer(response.raw_output_contents[0], dtype=np.int64)
+    assert labels.tolist() == offline_probabilities[:3].argmax(axis=1).tolist()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_batch_size": 0}, "max_batch_size must be in 1..65536, got 0"),
+        ({"max_batch_size": 65_537}, "max_batch_size must be in 1..65536, got 65537"),
+        ({"num_threads": 0}, "num_threads must be >= 1, got 0"),
+    ],
+)
+def test_config_range_checks(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ServingConfig(**kwargs)

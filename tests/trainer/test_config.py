@@ -1,0 +1,75 @@
+"""Trainer flags: recipes, overrides, and errors that name the flag."""
+
+import re
+
+import pytest
+
+from trainer.config import RECIPES, TrainConfig, parse_args
+
+
+def test_reference_recipe_is_reachable_and_overridable():
+    config = parse_args(["--recipe", "reference"])
+    assert (
+        config.batch_size,
+        config.lr,
+        config.momentum,
+        config.optimizer,
+        config.scheduler,
+        config.augment,
+    ) == (32, 0.01, 0.9, "sgd", "none", False)
+    assert parse_args(["--recipe", "reference", "--lr", "0.02"]).lr == 0.02
+    assert set(RECIPES) == {"default", "reference"}
+
+
+def test_reference_mnist_py_flags_parse():
+    config = parse_args(
+        [
+            "--epochs",
+            "3",
+            "--batch-size",
+            "64",
+            "--test-batch-size",
+            "500",
+            "--lr",
+            "0.1",
+            "--momentum",
+            "0.5",
+            "--no-cuda",
+            "--seed",
+            "7",
+            "--log-interval",
+            "5",
+            "--log-path",
+            "/tmp/x.log",
+            "--save-model",
+            "--backend",
+            "gloo",
+        ]
+    )
+    assert config.epochs == 3 and config.no_cuda and config.save_model
+    assert config.model_output_dir == "model"
+    assert config.backend == "gloo"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--epochs", "0"], "--epochs must be an integer >= 1"),
+        (["--batch-size", "-4"], "--batch-size must be an integer >= 1"),
+        (["--lr", "0"], "--lr must be a number > 0"),
+        (["--momentum", "1.5"], r"--momentum must be in \[0, 1\)"),
+        (["--optimizer", "rmsprop"], "argument --optimizer: invalid choice: 'rmsprop'"),
+        (["--train-limit", "0"], "--train-limit must be an integer >= 1"),
+        (["--precision", "fp16"], "argument --precision: invalid choice: 'fp16'"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
+    with pytest.raises(SystemExit) as caught:
+        parse_args(argv)
+    assert caught.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_config_checks_ranges_directly():
+    with pytest.raises(ValueError, match="--optimizer must be one of sgd, adamw"):
+        TrainConfig(optimizer="adam")

@@ -1,0 +1,58 @@
+"""The reference network and the model directory contract."""
+
+import json
+
+import pytest
+import torch
+
+from trainer.model import ModelCard, build_model, load_model_dir, normalize, save_model_dir
+
+
+def test_reference_network_shape_and_size():
+    model = build_model()
+    out = model(torch.zeros(3, 1, 28, 28))
+    assert out.shape == (3, 10)
+    # conv 1->20 5x5, conv 20->50 5x5, fc 800->500, fc 500->10 (the article's network)
+    assert sum(p.numel() for p in model.parameters()) == 520 + 25_050 + 400_500 + 5_010
+    assert torch.allclose(out.exp().sum(1), torch.ones(3))
+
+
+def test_normalize_accepts_flat_and_square_images():
+    images = torch.full((2, 784), 255, dtype=torch.uint8)
+    out = normalize(images, mean=0.5, std=0.25)
+    assert out.shape == (2, 1, 28, 28)
+    assert torch.allclose(out, torch.full_like(out, 2.0))
+
+
+def _card():
+    return ModelCard(
+        "lenet", [str(i) for i in range(10)], 0.286, 0.353, metrics={"accuracy": 0.9, "loss": 0.3}
+    )
+
+
+def test_model_dir_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = build_model().eval()
+    save_model_dir(model, tmp_path, _card())
+    loaded, card = load_model_dir(tmp_path)
+    x = torch.randn(4, 1, 28, 28)
+    assert torch.equal(loaded(x), model(x))
+    assert card.metrics == {"accuracy": 0.9, "loss": 0.3}
+    assert "torch" in card.versions
+    state = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert set(state) == set(model.state_dict())
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_bad_model_dirs_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no model.pt"):
+        load_model_dir(tmp_path)
+    save_model_dir(build_model(), tmp_path, _card())
+    (tmp_path / "model.json").write_text("{not json")
+    with pytest.raises(ValueError, match="malformed model card"):
+        load_model_dir(tmp_path)
+    card = json.loads(json.dumps(_card().__dict__))
+    card["architecture"] = "resnet"
+    (tmp_path / "model.json").write_text(json.dumps(card))
+    with pytest.raises(ValueError, match="unknown architecture 'resnet'"):
+        load_model_dir(tmp_path)

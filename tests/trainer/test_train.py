@@ -1,0 +1,236 @@
+"""The real trainer as users run it: one process, torchrun with gloo, and PyTorchJob env."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer.metrics import parse_metric_lines
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = [
+    "--train-limit",
+    "2000",
+    "--test-limit",
+    "500",
+    "--log-interval",
+    "5",
+    "--num-threads",
+    "1",
+]
+
+
+def _trainer(args, env=None, **kwargs):
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", *args],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        **kwargs,
+    )
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_gloo(packed_small, tmp_path):
+    log_path = tmp_path / "metrics.log"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(_free_port()),
+            "-m",
+            "trainer",
+            "--epochs",
+            "2",
+            "--data-dir",
+            str(packed_small),
+            "--model-dir",
+            str(tmp_path / "model"),
+            "--log-path",
+            str(log_path),
+            *SMALL,
+        ],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{metricName")]
+    assert len(lines) == 2  # rank 0 only, once per epoch
+    assert log_path.read_text().splitlines() == lines
+    assert "training on 2 process(es)" in result.stdout
+    assert "samples/s=" in result.stdout
+    card = json.loads((tmp_path / "model" / "model.json").read_text())
+    accuracy = dict(parse_metric_lines(lines[-1:]))["accuracy"]
+    assert card["metrics"]["accuracy"] == pytest.approx(accuracy, abs=5e-5)
+    assert accuracy > 0.4  # chance is 0.1
+    assert card["training"]["world_size"] == 2
+    assert [h["epoch"] for h in card["training"]["history"]] == [1, 2]
+
+
+@pytest.mark.slow
+def test_pytorchjob_env_without_torchrun(packed_small, tmp_path):
+    """The env a PyTorchJob pod gets (MASTER_ADDR/PORT, WORLD_SIZE, RANK), two processes."""
+    port = str(_free_port())
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "trainer",
+                "--epochs",
+                "1",
+                "--data-dir",
+                str(packed_small),
+                "--model-dir",
+                str(tmp_path / "model"),
+                *SMALL,
+            ],
+            cwd=REPO,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={
+                **os.environ,
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": port,
+                "WORLD_SIZE": "2",
+                "RANK": str(rank),
+            },
+        )
+        for rank in range(2)
+    ]
+    outs = [proc.communicate(timeout=300) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outs
+    assert outs[0][0].count("{metricName: accuracy") == 1
+    assert "{metricName" not in outs[1][0]  # only rank 0 reports
+    assert (tmp_path / "model" / "model.pt").is_file()
+
+
+@pytest.mark.slow
+def test_two_ranks_evaluate_like_one(packed_small, tmp_path):
+    """All-reduced metrics over 2 ranks equal a single process evaluating the same model."""
+    common = [
+        "--epochs",
+        "1",
+        "--data-dir",
+        str(packed_small),
+        "--lr",
+        "0.01",
+        "--no-augment",
+        *SMALL,
+    ]
+    two = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(_free_port()),
+            "-m",
+            "trainer",
+            *common,
+            "--batch-size",
+            "64",
+            "--checkpoint-dir",
+            str(tmp_path / "ck"),
+        ],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert two.returncode == 0, two.stderr
+    # Resuming the finished checkpoint in one process only re-evaluates it.
+    one = _trainer(
+        [
+            *common,
+            "--epochs",
+            "1",
+            "--checkpoint-dir",
+            str(tmp_path / "ck"),
+            "--model-dir",
+            str(tmp_path / "model"),
+        ],
+        timeout=300,
+    )
+    assert one.returncode == 0, one.stderr
+    from trainer.model import load_model_dir
+
+    _, card = load_model_dir(tmp_path / "model")
+    reported = dict(parse_metric_lines(two.stdout.splitlines()))
+    assert card.metrics["accuracy"] == pytest.approx(reported["accuracy"], abs=5e-5)
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_from_last_epoch(packed_small, tmp_path):
+    args = ["--epochs", "3", "--data-dir", str(packed_small), *SMALL]
+    straight = _trainer([*args, "--model-dir", str(tmp_path / "a")], timeout=300)
+    assert straight.returncode == 0, straight.stderr
+
+    ck = ["--checkpoint-dir", str(tmp_path / "ck"), "--model-dir", str(tmp_path / "b")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer", *args, *ck],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    metric_lines = 0
+    for line in proc.stdout:
+        metric_lines += line.startswith("{metricName")
+        if metric_lines == 2 and (tmp_path / "ck" / "checkpoint.pt").exists():
+            break
+    proc.kill()
+    proc.wait()
+    resumed = _trainer([*args, *ck], timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from checkpoint after epoch 2" in resumed.stdout
+    assert resumed.stdout.count("{metricName") == 1
+    a = json.loads((tmp_path / "a" / "model.json").read_text())
+    b = json.loads((tmp_path / "b" / "model.json").read_text())
+    assert b["metrics"] == a["metrics"]
+    assert [h["epoch"] for h in b["training"]["history"]] == [1, 2, 3]
+
+
+def test_missing_data_is_a_clear_error(tmp_path):
+    result = _trainer(["--data-dir", str(tmp_path / "nowhere")])
+    assert result.returncode == 1
+    assert "FashionMNIST raw files not found" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_flag_names_the_flag():
+    result = _trainer(["--epochs", "-1"])
+    assert result.returncode == 2
+    assert "--epochs must be an integer >= 1" in result.stderr
+
+
+def test_mixed_precision_choice():
+    import torch
+
+    from trainer.train import mixed_precision_dtype
+
+    cpu = torch.device("cpu")
+    assert mixed_precision_dtype("fp32", cpu) is None
+    assert mixed_precision_dtype("bf16", cpu) is torch.bfloat16
+    native = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert mixed_precision_dtype("auto", cpu) is (torch.bfloat16 if native else None)

@@ -1,0 +1,117 @@
+"""The network, input normalisation, and the model directory (``model.pt`` + ``model.json``).
+
+The model directory is the KFP ``Model`` artifact and what KServe mounts at
+``/mnt/models``: ``model.pt`` is a ``state_dict`` (loadable with
+``torch.load(weights_only=True)``), ``model.json`` says how to rebuild and feed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainer.data import CLASS_NAMES, IMAGE_SIZE
+
+WEIGHTS_FILE = "model.pt"
+CARD_FILE = "model.json"
+
+
+class LeNet(nn.Module):
+    """The reference network: two 5x5 conv + max-pool blocks, then two linear layers."""
+
+    def __init__(self, num_classes: int = len(CLASS_NAMES)):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 5, 1)
+        self.conv2 = nn.Conv2d(20, 50, 5, 1)
+        self.fc1 = nn.Linear(4 * 4 * 50, 500)
+        self.fc2 = nn.Linear(500, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities [N, classes] for normalised images [N, 1, 28, 28]."""
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+ARCHITECTURES = {"lenet": LeNet}
+
+
+def build_model(architecture: str = "lenet", num_classes: int = len(CLASS_NAMES)) -> nn.Module:
+    """A fresh network of the named architecture."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(
+            f"unknown architecture {architecture!r}; choose one of {sorted(ARCHITECTURES)}"
+        )
+    return ARCHITECTURES[architecture](num_classes)
+
+
+def normalize(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
+    """Pixels 0-255 ([N, 28, 28] or [N, 1, 28, 28], any dtype) to the network's input."""
+    images = images.reshape(-1, 1, IMAGE_SIZE, IMAGE_SIZE).to(torch.float32)
+    return (images / 255.0 - mean) / std
+
+
+@dataclass
+class ModelCard:
+    """What ``model.json`` records next to the weights."""
+
+    architecture: str
+    class_names: list[str]
+    pixel_mean: float
+    pixel_std: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def save_model_dir(model: nn.Module, directory: str | Path, card: ModelCard) -> Path:
+    """Write ``model.pt`` and ``model.json`` into ``directory`` (each atomically)."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    card.versions = {"torch": torch.__version__, **card.versions}
+    state = {key: value.detach().cpu() for key, value in model.state_dict().items()}
+    _atomic_write(out / WEIGHTS_FILE, lambda path: torch.save(state, path))
+    _atomic_write(
+        out / CARD_FILE,
+        lambda path: Path(path).write_text(json.dumps(asdict(card), indent=2) + "\n"),
+    )
+    return out
+
+
+def load_model_dir(directory: str | Path, device: str = "cpu") -> tuple[nn.Module, ModelCard]:
+    """Rebuild the network from a model directory, in eval mode on ``device``.
+
+    Raises:
+        FileNotFoundError: a file of the model directory is missing.
+        ValueError: ``model.json`` is malformed or does not match the weights.
+    """
+    directory = Path(directory)
+    for name in (WEIGHTS_FILE, CARD_FILE):
+        if not (directory / name).is_file():
+            raise FileNotFoundError(f"{directory}: no {name}; not a model directory")
+    try:
+        card = ModelCard(**json.loads((directory / CARD_FILE).read_text()))
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ValueError(f"{directory / CARD_FILE}: malformed model card ({exc})") from exc
+    model = build_model(card.architecture, len(card.class_names))
+    state = torch.load(directory / WEIGHTS_FILE, map_location=device, weights_only=True)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        raise ValueError(
+            f"{directory / WEIGHTS_FILE}: weights do not fit {card.architecture!r}: {exc}"
+        ) from exc
+    return model.to(device).eval(), card
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
