@@ -355,7 +355,7 @@ def tune_hyperparameters(
         max_failed_trials: The Experiment fails when this many trials have failed.
         sweep_timeout_seconds: Fail (and delete the Experiment) after this many seconds.
         batch_size: Global batch size of every trial.
-        momentum: SGD momentum of every trial, unless momentum is searched.
+        momentum: SGD momentum or AdamW beta1 of every trial, unless momentum is searched.
         optimizer: "sgd" or "adamw".
         workers: Replicas per trial: one Master and workers-1 Workers.
         nproc_per_node: Processes per replica (one per GPU).

@@ -289,7 +289,7 @@ TRIAL_NAME_PARAMETER = "trialName"  # ${trialSpec.Name}: keeps each trial's file
 _TRIAL_PARAMETER_HELP = {
     "lr": "learning rate (trainer --lr)",
     "epochs": "passes over the training set (trainer --epochs)",
-    "momentum": "SGD momentum (trainer --momentum)",
+    "momentum": "SGD momentum or AdamW beta1 (trainer --momentum)",
 }
 
 

@@ -56,7 +56,7 @@ class PipelineParams:
     epochs: int = _param(_TRAIN.epochs, "passes over the training set")
     batch_size: int = _param(_TRAIN.batch_size, "global batch size, split over all processes")
     lr: float = _param(_TRAIN.lr, "(peak) learning rate")
-    momentum: float = _param(_TRAIN.momentum, "SGD momentum")
+    momentum: float = _param(_TRAIN.momentum, "SGD momentum or AdamW beta1")
     optimizer: str = _param(_TRAIN.optimizer, f"one of {', '.join(OPTIMIZERS)}")
     train_limit: int = _param(60_000, "train on at most this many (the first) examples")
     test_limit: int = _param(10_000, "evaluate on at most this many (the first) examples")

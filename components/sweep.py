@@ -40,8 +40,8 @@ class SweepConfig:
     """A sweep over learning rate and epochs (and optionally momentum); validated."""
 
     algorithm: str = _field("random", f"Katib algorithm: {', '.join(KATIB_ALGORITHMS)}")
-    lr_min: float = _field(0.005, "smallest learning rate tried")
-    lr_max: float = _field(0.1, "largest learning rate tried")
+    lr_min: float = _field(0.0005, "smallest learning rate tried")
+    lr_max: float = _field(0.005, "largest learning rate tried (default optimizer: AdamW)")
     lr_step: float | None = _field(None, "grid spacing of the learning rate (grid needs it)")
     epochs_min: int = _field(2, "fewest epochs tried")
     epochs_max: int = _field(8, "most epochs tried")

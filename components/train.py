@@ -62,7 +62,7 @@ def train(
         epochs: Passes over the training set.
         batch_size: Global batch size, split over all processes.
         lr: (Peak) learning rate.
-        momentum: SGD momentum.
+        momentum: SGD momentum or AdamW beta1.
         optimizer: "sgd" or "adamw".
         workers: PyTorchJob replicas: one Master and workers-1 Workers.
         nproc_per_node: Processes per replica (one per GPU).

@@ -46,7 +46,7 @@ def validate_params(
         epochs: Passes over the training set (>= 1).
         batch_size: Global batch size (>= 1).
         lr: Learning rate (> 0).
-        momentum: SGD momentum, in [0, 1).
+        momentum: SGD momentum or AdamW beta1, in [0, 1).
         optimizer: "sgd" or "adamw".
         train_limit: Training examples to use (>= 1).
         test_limit: Test examples to use (>= 1).

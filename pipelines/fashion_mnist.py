@@ -69,7 +69,7 @@ def fashion_mnist(
         epochs: Passes over the training set.
         batch_size: Global batch size, split over all processes.
         lr: (Peak) learning rate.
-        momentum: SGD momentum, in [0, 1).
+        momentum: SGD momentum or AdamW beta1, in [0, 1).
         optimizer: "sgd" or "adamw".
         train_limit: Train on at most this many (the first) examples.
         test_limit: Evaluate on at most this many (the first) examples.

@@ -85,7 +85,7 @@ def fashion_mnist_tune(
         epochs_min: Fewest epochs tried.
         epochs_max: Most epochs tried.
         epochs_step: Grid spacing of epochs (default 1).
-        momentum_min: With momentum_max, also search SGD momentum in this range.
+        momentum_min: With momentum_max, also search SGD momentum or AdamW beta1 in this range.
         momentum_max: Upper end of the momentum range.
         momentum_step: Grid spacing of momentum (grid needs it when momentum is searched).
         max_trials: Trials to complete (at most the grid's size for grid).
@@ -95,7 +95,7 @@ def fashion_mnist_tune(
         seed: The suggestion algorithm's random_state, for repeatable sweeps.
         sweep_timeout_seconds: Fail the sweep (and delete the Experiment) after this long.
         batch_size: Global batch size, split over all processes.
-        momentum: SGD momentum, unless it is searched.
+        momentum: SGD momentum or AdamW beta1, unless it is searched.
         optimizer: "sgd" or "adamw".
         train_limit: Train on at most this many (the first) examples.
         test_limit: Evaluate on at most this many (the first) examples.

@@ -28,12 +28,12 @@ class TrainConfig:
     epochs: int = 10  # passes over the training set
     batch_size: int = 128  # global batch: split evenly over the ranks
     test_batch_size: int = 1000  # evaluation batch per rank
-    lr: float = 0.05  # (peak) learning rate
-    momentum: float = 0.9  # SGD momentum (Nesterov with the default recipe)
-    optimizer: str = "sgd"  # one of OPTIMIZERS
+    lr: float = 0.002  # (peak) learning rate
+    momentum: float = 0.9  # SGD momentum or AdamW beta1; AdamW's beta1
+    optimizer: str = "adamw"  # one of OPTIMIZERS
     scheduler: str = "onecycle"  # one of SCHEDULERS; onecycle steps every batch
-    weight_decay: float = 5e-4  # L2 penalty
-    label_smoothing: float = 0.1  # cross-entropy label smoothing while training
+    weight_decay: float = 1e-4  # L2 penalty (decoupled for AdamW)
+    label_smoothing: float = 0.05  # cross-entropy label smoothing while training
     augment: bool = True  # random horizontal flips while training
     precision: str = "auto"  # one of PRECISIONS; auto: bf16 where the device computes it natively
     seed: int = 1  # seeds weights, shuffling and augmentation

@@ -96,11 +96,9 @@ def default_cache_dir() -> Path:
     return Path(base) / "fmnist-pipeline"
 
 
-def candidate_raw_dirs(data_dir: str | Path | None = None) -> list[Path]:
-    """The directories searched for the raw files, in order."""
+def candidate_raw_dirs() -> list[Path]:
+    """The directories searched for the raw files when none is given, in order."""
     candidates = []
-    if data_dir:
-        candidates.append(Path(data_dir))
     if os.environ.get(DATA_DIR_ENV):
         candidates.append(Path(os.environ[DATA_DIR_ENV]))
     candidates.append(DEBIAN_DIR)
@@ -108,24 +106,35 @@ def candidate_raw_dirs(data_dir: str | Path | None = None) -> list[Path]:
     return candidates
 
 
-def _has_raw_files(directory: Path) -> bool:
-    return all((directory / name).is_file() for name, _ in RAW_FILES.values())
+def _missing_raw_files(directory: Path) -> list[str]:
+    return [name for name, _ in RAW_FILES.values() if not (directory / name).is_file()]
 
 
 def find_raw_dir(data_dir: str | Path | None = None, download: bool = True) -> Path:
-    """Locate the four raw files: ``data_dir``, $FASHION_MNIST_DIR, Debian, cache, download.
+    """Locate the four raw files: ``data_dir``, else $FASHION_MNIST_DIR, Debian, cache, download.
+
+    An explicit ``data_dir`` is the only place looked at: a wrong path is an error, not
+    a cue to read other data.
 
     Raises:
         DataError: nothing found and the download failed or was not allowed; the
-            message lists every place searched and how to get the files.
+            message says where it looked and how to get the files.
     """
-    candidates = candidate_raw_dirs(data_dir)
-    for directory in candidates:
-        if _has_raw_files(directory):
-            return directory
+    how_to_get = (
+        "Get them with `apt-get install dataset-fashion-mnist`, or point --data-dir or "
+        f"${DATA_DIR_ENV} at a directory holding the four .gz files."
+    )
     if data_dir:
-        # An explicit directory that lacks the files is a mistake, not a cue to download.
-        download = False
+        missing = _missing_raw_files(Path(data_dir))
+        if not missing:
+            return Path(data_dir)
+        raise DataError(
+            f"{data_dir}: FashionMNIST raw files missing: {', '.join(missing)}. " + how_to_get
+        )
+    candidates = candidate_raw_dirs()
+    for directory in candidates:
+        if not _missing_raw_files(directory):
+            return directory
     problem = ""
     if download:
         try:
@@ -136,8 +145,7 @@ def find_raw_dir(data_dir: str | Path | None = None, download: bool = True) -> P
     searched = "\n".join(f"  - {path}" for path in candidates)
     raise DataError(
         f"FashionMNIST raw files not found ({names}). Looked in:\n{searched}{problem}\n"
-        "Get them with `apt-get install dataset-fashion-mnist`, or point --data-dir or "
-        f"${DATA_DIR_ENV} at a directory holding the four .gz files."
+        + how_to_get
     )
 
 

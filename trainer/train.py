@@ -214,12 +214,16 @@ def _channels_last(tensor_or_model):
 
 def _optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     if config.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        return torch.optim.AdamW(
+            model.parameters(),
+            lr=config.lr,
+            betas=(config.momentum, 0.999),
+            weight_decay=config.weight_decay,
+        )
     return torch.optim.SGD(
         model.parameters(),
         lr=config.lr,
         momentum=config.momentum,
-        nesterov=config.momentum > 0 and config.scheduler == "onecycle",
         weight_decay=config.weight_decay,
     )
 
@@ -227,6 +231,11 @@ def _optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optim
 def _scheduler(config: TrainConfig, optimizer: torch.optim.Optimizer, steps_per_epoch: int):
     if config.scheduler == "none":
         return None
+    # Momentum (AdamW's beta1) stays what --momentum says rather than cycling.
     return torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=config.lr, epochs=config.epochs, steps_per_epoch=steps_per_epoch
+        optimizer,
+        max_lr=config.lr,
+        epochs=config.epochs,
+        steps_per_epoch=steps_per_epoch,
+        cycle_momentum=False,
     )

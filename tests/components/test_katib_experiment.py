@@ -83,7 +83,11 @@ def test_default_sweep_is_the_documented_experiment(validate_katib_experiment):
         "source": {"filter": {"metricsFormat": [KATIB_METRICS_FILTER]}},
     }
     assert spec["parameters"] == [
-        {"name": "lr", "parameterType": "double", "feasibleSpace": {"min": "0.005", "max": "0.1"}},
+        {
+            "name": "lr",
+            "parameterType": "double",
+            "feasibleSpace": {"min": "0.0005", "max": "0.005"},
+        },
         {"name": "epochs", "parameterType": "int", "feasibleSpace": {"min": "2", "max": "8"}},
     ]
     template = spec["trialTemplate"]

@@ -8,7 +8,7 @@ from components.sweep import SweepConfig, Trial, grid_points, parameter_values, 
 def test_defaults_are_valid_and_search_lr_and_epochs():
     sweep = SweepConfig()
     assert sweep.parameter_names == ("lr", "epochs")
-    assert sweep.bounds("lr") == (0.005, 0.1, None)
+    assert sweep.bounds("lr") == (0.0005, 0.005, None)
 
 
 @pytest.mark.parametrize(

@@ -111,9 +111,9 @@ def test_creates_the_pytorchjob_on_the_shared_workspace(step, fake_k8s, workspac
         f"--checkpoint-dir={workspace}/train/checkpoints",
         "--epochs=10",
         "--batch-size=128",
-        "--lr=0.05",
+        "--lr=0.002",
         "--momentum=0.9",
-        "--optimizer=sgd",
+        "--optimizer=adamw",
     ]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert container["volumeMounts"] == [{"name": "kfp-workspace", "mountPath": str(workspace)}]
@@ -244,9 +244,9 @@ def test_local_backend_runs_torchrun_with_the_same_trainer_args(tmp_path):
         f"--checkpoint-dir={tmp_path}/ckpt",
         "--epochs=1",
         "--batch-size=128",
-        "--lr=0.05",
+        "--lr=0.002",
         "--momentum=0.9",
-        "--optimizer=sgd",
+        "--optimizer=adamw",
         "--no-cuda",
     ]
 
@@ -254,7 +254,7 @@ def test_local_backend_runs_torchrun_with_the_same_trainer_args(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "message", "log"),
     [
-        ({}, "torchrun exited with code 1", "trainer: error: FashionMNIST raw files not found"),
+        ({}, "torchrun exited with code 1", "not-a-dataset: FashionMNIST raw files missing"),
         ({"timeout_seconds": 1}, "torchrun ran past 1 s and was stopped", None),
     ],
 )

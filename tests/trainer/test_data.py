@@ -61,11 +61,22 @@ def test_malformed_idx_headers(tmp_path, payload, message):
 def test_missing_files_list_every_place_searched(tmp_path, monkeypatch):
     monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "env"))
     monkeypatch.setattr(data, "DEBIAN_DIR", tmp_path / "debian")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(data.DataError) as caught:
-        data.find_raw_dir(tmp_path / "explicit")
+        data.find_raw_dir(download=False)
     message = str(caught.value)
-    for place in ("explicit", "env", "debian", "apt-get install dataset-fashion-mnist"):
+    for place in ("env", "debian", "cache", "apt-get install dataset-fashion-mnist"):
         assert place in message
+
+
+def test_explicit_directory_is_the_only_place_looked(fashion_mnist_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(fashion_mnist_dir))
+    shutil.copy(fashion_mnist_dir / "train-labels-idx1-ubyte.gz", tmp_path)
+    with pytest.raises(data.DataError) as caught:
+        data.find_raw_dir(tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path}: FashionMNIST raw files missing")
+    assert "train-images-idx3-ubyte.gz" in str(caught.value)
+    assert "train-labels-idx1-ubyte.gz" not in str(caught.value)
 
 
 def test_lookup_order_prefers_the_explicit_directory(fashion_mnist_dir, tmp_path, monkeypatch):
