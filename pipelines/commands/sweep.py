@@ -26,7 +26,7 @@ take the same flags and end with the best trial.
 EPILOG = """\
 examples:
   # a 2x2 grid on a small slice, two trials at a time, here
-  fmnist sweep --local --algorithm grid --lr-min 0.01 --lr-max 0.05 --lr-step 0.04 \\
+  fmnist sweep --local --algorithm grid --lr-min 0.001 --lr-max 0.003 --lr-step 0.002 \\
       --epochs-min 1 --epochs-max 2 --parallel-trials 2 --workers 1 \\
       --train-limit 2000 --test-limit 500
   # the Experiment YAML, for review or kubectl apply -f -
