@@ -35,6 +35,12 @@ def _trainer(args, env=None, **kwargs):
     )
 
 
+def _torchrun_two_ranks(args):
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    command += ["--master-port", str(_free_port()), "-m", "trainer", *args]
+    return subprocess.run(command, cwd=REPO, text=True, capture_output=True, timeout=300)
+
+
 def _free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -44,17 +50,8 @@ def _free_port():
 @pytest.mark.slow
 def test_torchrun_two_ranks_gloo(packed_small, tmp_path):
     log_path = tmp_path / "metrics.log"
-    result = subprocess.run(
+    result = _torchrun_two_ranks(
         [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-port",
-            str(_free_port()),
-            "-m",
-            "trainer",
             "--epochs",
             "2",
             "--data-dir",
@@ -64,11 +61,7 @@ def test_torchrun_two_ranks_gloo(packed_small, tmp_path):
             "--log-path",
             str(log_path),
             *SMALL,
-        ],
-        cwd=REPO,
-        text=True,
-        capture_output=True,
-        timeout=300,
+        ]
     )
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line.startswith("{metricName")]
@@ -136,27 +129,14 @@ def test_two_ranks_evaluate_like_one(packed_small, tmp_path):
         "--no-augment",
         *SMALL,
     ]
-    two = subprocess.run(
+    two = _torchrun_two_ranks(
         [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-port",
-            str(_free_port()),
-            "-m",
-            "trainer",
             *common,
             "--batch-size",
             "64",
             "--checkpoint-dir",
             str(tmp_path / "ck"),
-        ],
-        cwd=REPO,
-        text=True,
-        capture_output=True,
-        timeout=300,
+        ]
     )
     assert two.returncode == 0, two.stderr
     # Resuming the finished checkpoint in one process only re-evaluates it.
