@@ -7,6 +7,7 @@ import sys
 import torch
 
 from trainer import data, distributed
+from trainer.checkpoint import CheckpointMismatch
 from trainer.config import parse_args
 from trainer.train import Trainer
 
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         Trainer(config, dataset, context).train()
+    except CheckpointMismatch as exc:
+        print(f"trainer: error: {config.checkpoint_dir}: {exc}", file=sys.stderr)
+        return 1
     finally:
         distributed.teardown(context)
     return 0

@@ -8,6 +8,8 @@ from pathlib import Path
 import torch
 
 CHECKPOINT_FILE = "checkpoint.pt"
+# Settings that shape the optimizer and schedule: a checkpoint continues only a run with the same.
+RESUME_KEYS = ("epochs", "lr", "optimizer", "scheduler")
 
 
 def save(directory: str | Path, state: dict) -> Path:
@@ -29,3 +31,26 @@ def load(directory: str | Path | None) -> dict | None:
     if not path.is_file():
         return None
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint belongs to a run with other settings."""
+
+
+def check_compatible(saved: dict, current: dict) -> None:
+    """Refuse to continue a checkpoint written by a run with another schedule.
+
+    Raises:
+        CheckpointMismatch: names each differing setting and what to do instead.
+    """
+    differing = [
+        f"--{key.replace('_', '-')} {saved.get(key)} (now {current[key]})"
+        for key in RESUME_KEYS
+        if saved.get(key) != current[key]
+    ]
+    if differing:
+        raise CheckpointMismatch(
+            "the checkpoint was written by a run with "
+            + ", ".join(differing)
+            + "; use the same settings to resume, or a fresh --checkpoint-dir"
+        )

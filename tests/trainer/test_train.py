@@ -214,3 +214,13 @@ def test_mixed_precision_choice():
     assert mixed_precision_dtype("bf16", cpu) is torch.bfloat16
     native = torch.ops.mkldnn._is_mkldnn_bf16_supported()
     assert mixed_precision_dtype("auto", cpu) is (torch.bfloat16 if native else None)
+
+
+def test_checkpoint_of_another_schedule_is_refused(packed_small, tmp_path):
+    args = ["--data-dir", str(packed_small), "--checkpoint-dir", str(tmp_path), *SMALL]
+    assert _trainer(["--epochs", "1", *args], timeout=300).returncode == 0
+    result = _trainer(["--epochs", "2", "--lr", "0.01", *args], timeout=300)
+    assert result.returncode == 1
+    assert "--epochs 1 (now 2), --lr 0.002 (now 0.01)" in result.stderr
+    assert "fresh --checkpoint-dir" in result.stderr
+    assert "Traceback" not in result.stderr
