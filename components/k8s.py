@@ -4,10 +4,11 @@ The RBAC the pipeline runner's service account needs follows from the methods be
 
 | method | API call | resource | verb |
 |---|---|---|---|
-| ``create`` | create_namespaced_custom_object | pytorchjobs, inferenceservices | create |
-| ``get`` | get_namespaced_custom_object | pytorchjobs, inferenceservices | get |
-| ``replace`` | replace_namespaced_custom_object | inferenceservices | update |
-| ``delete`` | delete_namespaced_custom_object | pytorchjobs | delete |
+| ``create`` | create_namespaced_custom_object | pytorchjobs, isvcs, experiments | create |
+| ``get`` | get_namespaced_custom_object | pytorchjobs, isvcs, experiments | get |
+| ``list`` | list_namespaced_custom_object | trials | list |
+| ``replace`` | replace_namespaced_custom_object | isvcs (inferenceservices) | update |
+| ``delete`` | delete_namespaced_custom_object | pytorchjobs, experiments | delete |
 | ``list_pods`` | list_namespaced_pod | pods | list |
 | ``pod_log`` | read_namespaced_pod_log | pods/log | get |
 """
@@ -71,6 +72,17 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+    def list(self, resource: CustomResource, namespace: str, label_selector: str) -> list[dict]:
+        """The custom objects matching a label selector."""
+        found = self.custom_api.list_namespaced_custom_object(
+            resource.group,
+            resource.version,
+            namespace,
+            resource.plural,
+            label_selector=label_selector,
+        )
+        return found.get("items", [])
 
     def replace(self, resource: CustomResource, namespace: str, name: str, body: dict) -> dict:
         """Replace a custom object (``body`` carries the current resourceVersion)."""

@@ -90,14 +90,7 @@ def get_experiment(kube: KubeClient, namespace: str, name: str) -> dict | None:
 
 def list_trials(kube: KubeClient, namespace: str, name: str) -> list[dict]:
     """The Experiment's Trial objects (Katib labels them with the Experiment's name)."""
-    found = kube.custom_api.list_namespaced_custom_object(
-        TRIAL.group,
-        TRIAL.version,
-        namespace,
-        TRIAL.plural,
-        label_selector=f"{EXPERIMENT_LABEL}={name}",
-    )
-    return found.get("items", [])
+    return kube.list(TRIAL, namespace, f"{EXPERIMENT_LABEL}={name}")
 
 
 def delete_experiment(kube: KubeClient, namespace: str, name: str) -> None:
