@@ -29,7 +29,7 @@ class TrainConfig:
     batch_size: int = 128  # global batch: split evenly over the ranks
     test_batch_size: int = 1000  # evaluation batch per rank
     lr: float = 0.002  # (peak) learning rate
-    momentum: float = 0.9  # SGD momentum or AdamW beta1; AdamW's beta1
+    momentum: float = 0.9  # SGD momentum, or AdamW's beta1
     optimizer: str = "adamw"  # one of OPTIMIZERS
     scheduler: str = "onecycle"  # one of SCHEDULERS; onecycle steps every batch
     weight_decay: float = 1e-4  # L2 penalty (decoupled for AdamW)

@@ -95,11 +95,12 @@ class Trainer:
                 self.config.seed * 100_003 + epoch * 1_009 + self.context.rank
             )
         size = batches.local_batch_size(self.config.batch_size, self.context.world_size)
-        seen, total_loss, steps, started = 0, torch.zeros(()), 0, time.perf_counter()
+        total_loss = torch.zeros((), device=self.context.device)  # read only when logged
+        seen, steps, started = 0, 0, time.perf_counter()
         for step, (images, labels) in enumerate(
             batches.train_batches(self.train_x, self.train_y, self.sampler, size, generator), 1
         ):
-            total_loss += self._run_batch(images, labels).cpu()  # no sync until logged
+            total_loss += self._run_batch(images, labels)
             steps += 1
             seen += len(labels) * self.context.world_size
             if step % self.config.log_interval == 0:
