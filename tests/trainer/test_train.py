@@ -181,6 +181,7 @@ def test_killed_run_resumes_from_last_epoch(packed_small, tmp_path):
             break
     proc.kill()
     proc.wait()
+    assert metric_lines == 2  # killed during epoch 3, after two finished epochs
     resumed = _trainer([*args, *ck], timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from checkpoint after epoch 2" in resumed.stdout
