@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 SHARED_DATA := $(abspath ../shared/data/fashion-mnist)
 export FASHION_MNIST_DIR ?= $(if $(wildcard $(SHARED_DATA)/*.gz),$(SHARED_DATA),)
 
-.PHONY: run test lint format compile images clean
+.PHONY: run test test-gpu lint format compile images clean cluster-up cluster-down test-cluster
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -20,6 +20,9 @@ run: $(STAMP)  ## the full pipeline, locally, on the real dataset
 test: $(STAMP)  ## the whole test suite
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+test-gpu: $(STAMP)  ## the gpu tier alone, on a machine with a CUDA GPU
+	$(PY) -m pytest tests/gpu -m gpu --confcutdir tests/gpu $(PYTEST_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -33,9 +36,27 @@ compile: $(STAMP)  ## build/pipelines/<name>.yaml for every pipeline
 
 images: $(STAMP)  ## the three images, named as the compiled pipeline refers to them
 	for runtime in trainer serving components; do \
-	  image=$$($(PY) -c "from components.images import default_image; print(default_image('$$runtime'))") && \
+	  image=$$($(PY) -c "from components.images import Images; print(getattr(Images.resolve(), '$$runtime'))") && \
 	  docker build -f images/$$runtime.Dockerfile -t "$$image" . || exit 1; \
 	done
 
 clean:
 	rm -rf build runs .pytest_cache
+
+# The cluster test tier (docs/operations.md, "Running the cluster test tier"): a real
+# kube-apiserver with the Kubeflow controllers, built with Go from tools/controlplane/.
+# Choose the Trainer / KServe build with e.g. `make cluster-up TRAINER=v2.3.0`.
+TRAINER ?= v2.1.0
+KSERVE ?= v0.15.2
+CLUSTER = $(PY) tools/controlplane/cluster.py
+
+cluster-up: $(STAMP)  ## build what is missing (cached), start the control plane, wait until ready
+	$(CLUSTER) up --trainer $(TRAINER) --kserve $(KSERVE)
+
+cluster-down: $(STAMP)  ## stop everything cluster-up started
+	$(CLUSTER) down
+
+test-cluster: $(STAMP)  ## cluster-up, the `cluster` tests, cluster-down (also when they fail)
+	$(CLUSTER) up --trainer $(TRAINER) --kserve $(KSERVE) && \
+	  $(PY) -m pytest -m cluster tests/cluster $(PYTEST_ARGS); \
+	  status=$$?; $(CLUSTER) down; exit $$status

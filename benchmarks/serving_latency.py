@@ -1,12 +1,13 @@
-"""Serving latency: single-image requests to a real ``python -m serving`` process.
+"""Serving latency: requests to a real ``python -m serving`` process, on the CPU or a GPU.
 
 Reports p50/p99 latency and requests/s at each concurrency (one persistent HTTP
-connection per client thread), the raw forward time of one image measured in the same
-run (overhead ratio = p50 latency / forward time), and the server's memory (RSS of the
-process tree) at the start and end of a timed run.
+connection per client thread), the raw forward time of one request's images measured in
+the same run on the same device (overhead ratio = p50 latency / forward time), and the
+server's memory (RSS of the process tree) at the start and end of a timed run.
 
     python benchmarks/serving_latency.py [--model-dir DIR] [--requests 2000]
-        [--concurrency 1 8] [--duration 60] [--protocol v1|v2] [python -m serving flags]
+        [--concurrency 1 8] [--duration 60] [--protocol v1|v2] [--device cpu|cuda]
+        [--images 1] [--json FILE] [python -m serving flags]
 
 Without ``--model-dir`` an untrained network is served: latency does not depend on the
 weights. Targets on 2 cores: p50 <= 3 ms at concurrency 1, >= 800 req/s at concurrency 8,
@@ -49,6 +50,9 @@ def parse_args() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of the memory run")
     parser.add_argument("--protocol", choices=sorted(PATHS), default="v1")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--images", type=int, default=1, help="images per request")
+    parser.add_argument("--json", help="also write the results to this file")
     return parser.parse_known_args()  # the rest goes to `python -m serving`
 
 
@@ -57,20 +61,17 @@ def untrained_model_dir(directory: Path) -> Path:
     return save_model_dir(build_model("lenet"), directory, card)
 
 
-def request_bodies(protocol: str, count: int = 64) -> list[bytes]:
-    """Pre-encoded single-image bodies, so the client spends little CPU per request."""
-    images = np.random.default_rng(0).integers(0, 256, (count, 28, 28)).tolist()
+def request_bodies(protocol: str, images: int = 1, count: int = 64) -> list[bytes]:
+    """Pre-encoded bodies of ``images`` images each, so the client spends little per request."""
+    batches = np.random.default_rng(0).integers(0, 256, (count, images, 28, 28)).tolist()
     if protocol == "v1":
-        return [json.dumps({"instances": [image]}).encode() for image in images]
+        return [json.dumps({"instances": batch}).encode() for batch in batches]
+    shape = [images, 28, 28]
     return [
         json.dumps(
-            {
-                "inputs": [
-                    {"name": "image", "shape": [1, 28, 28], "datatype": "UINT8", "data": image}
-                ]
-            }
+            {"inputs": [{"name": "image", "shape": shape, "datatype": "UINT8", "data": batch}]}
         ).encode()
-        for image in images
+        for batch in batches
     ]
 
 
@@ -147,16 +148,19 @@ def load(port: int, path: str, bodies: list[bytes], concurrency: int, stop, pid:
     }
 
 
-def forward_ms(model_dir: Path, repeats: int = 2000) -> float:
-    """Median time of the network's forward pass on one image, set up as the server does."""
-    model = FashionMNISTModel(MODEL_NAME, ServingConfig(str(model_dir)))
+def forward_ms(model_dir: Path, device: str, images: int, repeats: int = 2000) -> float:
+    """Median time of one forward pass on ``images`` images, set up as the server does.
+
+    On a GPU it includes copying the result back, as a request must.
+    """
+    model = FashionMNISTModel(MODEL_NAME, ServingConfig(str(model_dir), device=device))
     model.load()
-    image = normalize(torch.zeros(1, 28, 28), model.pixel_mean, model.pixel_std)
-    times = []
+    batch = normalize(torch.zeros(images, 28, 28), model.pixel_mean, model.pixel_std)
+    batch, times = batch.to(model.device), []
     with torch.inference_mode():
         for _ in range(repeats):
             start = time.perf_counter()
-            model.net(image)
+            model.net(batch).cpu()
             times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
 
@@ -193,7 +197,8 @@ def rss_mib(pid: int) -> float:
 
 
 def measure(args: argparse.Namespace, server_flags: list[str], tmp: Path) -> dict:
-    bodies, path = request_bodies(args.protocol), PATHS[args.protocol]
+    bodies, path = request_bodies(args.protocol, args.images), PATHS[args.protocol]
+    server_flags = [*server_flags, "--device", args.device]
     model_dir = Path(args.model_dir or untrained_model_dir(tmp / "model"))
     with open(tmp / "server.log", "w") as log:
         process, port = start_server(model_dir, server_flags, log)
@@ -203,7 +208,7 @@ def measure(args: argparse.Namespace, server_flags: list[str], tmp: Path) -> dic
         for concurrency in args.concurrency:
             stop = after_requests(args.requests // concurrency)
             runs[concurrency] = load(port, path, bodies, concurrency, stop, process.pid)
-        forward = forward_ms(model_dir)
+        forward = forward_ms(model_dir, args.device, args.images)
         rss_start = rss_mib(process.pid)
         stop = after_seconds(args.duration)
         timed = load(port, path, bodies, max(args.concurrency), stop, process.pid)
@@ -215,16 +220,21 @@ def measure(args: argparse.Namespace, server_flags: list[str], tmp: Path) -> dic
 
 
 def report(args: argparse.Namespace, server_flags: list[str], result: dict) -> None:
-    print(f"protocol {args.protocol}, server flags: {' '.join(server_flags) or 'none'}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    where = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    print(f"protocol {args.protocol}, {args.images} image(s)/request, on {where}, server flags: "
+          f"{' '.join(server_flags) or 'none'}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     forward = result["forward_ms"]
-    print(f"raw forward, 1 image: {forward:.3f} ms")
-    print("concurrency  requests   p50 ms   p99 ms   req/s  server CPU ms/req  p50/forward")
+    print(f"raw forward, {args.images} image(s): {forward:.3f} ms")
+    print(
+        "concurrency  requests   p50 ms   p99 ms   req/s  images/s  server CPU ms/req  p50/forward"
+    )
     rows = [(c, args.requests, run) for c, run in result["runs"].items()]
     rows.append((max(args.concurrency), f"{args.duration:.0f} s", result["timed"]))
     for concurrency, amount, run in rows:
         print(f"{concurrency:>11} {amount:>9} {run['p50_ms']:8.2f} {run['p99_ms']:8.2f} "
-              f"{run['req_per_s']:7.0f} {run['server_cpu_ms']:18.2f} "
+              f"{run['req_per_s']:7.0f} {run['req_per_s'] * args.images:9.0f} "
+              f"{run['server_cpu_ms']:18.2f} "
               f"{run['p50_ms'] / forward:11.1f}x")  # fmt: skip
     start, end = result["rss_mib"]
     print(f"server RSS over the {args.duration:.0f} s run: {start:.0f} -> {end:.0f} MiB "
@@ -236,6 +246,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         result = measure(args, server_flags, Path(tmp))
     report(args, server_flags, result)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), **result}, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The container images the pipeline refers to: the single source of their names.
 
-Defaults are ``ghcr.io/fmnist-pipeline/<runtime>:<package version>``. Each can be
-overridden by an environment variable (read when this module is imported) or, for a
-compiled pipeline, by ``fmnist compile --trainer-image ... --serving-image ...
---components-image ...``.
+Defaults are ``ghcr.io/fmnist-pipeline/<runtime>:<package version>``. ``Images.resolve``
+applies the environment (``FMNIST_TRAINER_IMAGE``, ``FMNIST_SERVING_IMAGE``,
+``FMNIST_COMPONENTS_IMAGE``) and explicit choices when it is called: at compile or render
+time, never at import time.
 """
 
 from __future__ import annotations
@@ -30,26 +30,32 @@ def env_var(runtime: str) -> str:
 
 
 def default_image(runtime: str) -> str:
-    """The image of ``runtime`` (one of RUNTIMES): its env override, else the default."""
+    """The published image of ``runtime`` (one of RUNTIMES) for this version."""
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
-    return os.environ.get(env_var(runtime)) or f"{REGISTRY}/{runtime}:{package_version()}"
+    return f"{REGISTRY}/{runtime}:{package_version()}"
 
 
 @dataclass(frozen=True)
 class Images:
     """One image per runtime."""
 
-    trainer: str  # runs `torchrun -m trainer` in the PyTorchJob pods
+    trainer: str  # runs `torchrun -m trainer` in the training pods
     serving: str  # runs `python -m serving` as the KServe predictor
     components: str  # runs the KFP steps (this package with kfp and kubernetes)
 
     @classmethod
-    def defaults(cls) -> Images:
-        """The images from the environment, else the defaults."""
-        return cls(*(default_image(runtime) for runtime in RUNTIMES))
-
-
-TRAINER_IMAGE = default_image("trainer")
-SERVING_IMAGE = default_image("serving")
-COMPONENTS_IMAGE = default_image("components")
+    def resolve(cls, **chosen: str | None) -> Images:
+        """Each image: as chosen, else from its environment variable, else the default."""
+        unknown = set(chosen) - set(RUNTIMES)
+        if unknown:
+            raise ValueError(f"unknown runtime(s) {', '.join(sorted(unknown))}")
+        images = {}
+        for runtime in RUNTIMES:
+            image = chosen.get(runtime)
+            if image is None:
+                image = os.environ.get(env_var(runtime)) or default_image(runtime)
+            if not image.strip():
+                raise ValueError(f"the {runtime} image must not be empty")
+            images[runtime] = image
+        return cls(**images)

@@ -1,17 +1,20 @@
-"""Command-line flags for the pipeline parameters, shared by ``fmnist run`` and ``render``.
+"""Command-line flags from the parameter sets: one ``--flag-name`` per field.
 
-One ``--flag-name`` per ``PipelineParams`` field, with its default and help; the values
-are checked by ``PipelineParams`` once, here, so a bad one is reported as a usage error
-that names the flag.
+Each command adds the groups of the sets that shape what it does (``fmnist render
+pytorchjob`` the training job's, ``render inferenceservice`` the serving set's), with each
+field's default and help; the image flags default to ``$FMNIST_*_IMAGE`` when set. The
+values are checked by the set once, here, so a bad one is a usage error that names its
+flag.
 """
 
+from __future__ import annotations
+
 import argparse
-from dataclasses import fields
+import typing
+from dataclasses import MISSING, fields
 
-from components.params import DEFAULTS, ParamError, PipelineParams
+from components.specs.params import ParamError
 from pipelines.cli import UsageError
-
-_TYPES = {"int": int, "float": float, "str": str}
 
 
 def flag(name: str) -> str:
@@ -19,35 +22,55 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_param_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
-    """Add a flag for every pipeline parameter except those in ``exclude``."""
-    group = parser.add_argument_group("pipeline parameters")
-    for item in fields(PipelineParams):
+def _value_type(hint) -> type:
+    """The flag's type for a field's type hint (``Optional[X]`` -> ``X``)."""
+    return next((arg for arg in typing.get_args(hint) if arg is not type(None)), hint)
+
+
+def add_set_flags(
+    parser: argparse.ArgumentParser, parameter_set, title: str, exclude: tuple[str, ...] = ()
+) -> None:
+    """A flag group with one flag per field of ``parameter_set``, except ``exclude``."""
+    group = parser.add_argument_group(title)
+    hints = typing.get_type_hints(parameter_set)
+    images = _image_defaults()
+    for item in fields(parameter_set):
         if item.name in exclude:
             continue
-        default = getattr(DEFAULTS, item.name)
+        kind = _value_type(hints[item.name])
+        default = images.get(item.name, None if item.default is MISSING else item.default)
+        shown = "" if default is None else f" (default: {default!r})"
         group.add_argument(
             flag(item.name),
             dest=item.name,
-            type=_TYPES[str(item.type)],
+            type=kind,
             default=default,
-            metavar=str(item.type).upper(),
-            help=f"{item.metadata['help']} (default: {default!r})",
+            metavar=kind.__name__.upper(),
+            help=f"{item.metadata['help']}{shown}",
         )
 
 
-def params_from_args(args: argparse.Namespace, **overrides) -> PipelineParams:
-    """The parameters from parsed flags (plus ``overrides``), checked.
+def _image_defaults() -> dict[str, str]:
+    """The image parameters' defaults as of now: ``$FMNIST_*_IMAGE``, else the release's."""
+    from components.images import Images
+
+    images = Images.resolve()
+    return {"trainer_image": images.trainer, "serving_image": images.serving}
+
+
+def set_from_args(args: argparse.Namespace, parameter_set, **overrides):
+    """The parameter set from parsed flags (plus ``overrides``), checked.
 
     Raises:
-        UsageError: a value is out of range; the message names its flag.
+        UsageError: a value is out of range; the message names its flag(s).
     """
     values = {
         item.name: getattr(args, item.name)
-        for item in fields(PipelineParams)
+        for item in fields(parameter_set)
         if hasattr(args, item.name)
     }
     try:
-        return PipelineParams(**{**values, **overrides})
+        return parameter_set(**{**values, **overrides})
     except ParamError as exc:
-        raise UsageError(f"{flag(exc.name)} must be {exc.allowed}, got {exc.value!r}") from None
+        names = " / ".join(flag(name) for name in exc.name.split("/"))
+        raise UsageError(f"{names} must be {exc.allowed}, got {exc.value!r}") from None

@@ -64,27 +64,55 @@ def check_url(host: str) -> None:
         raise UsageError(f"--host must be a URL such as http://localhost:8080, got {host!r}")
 
 
-def check_host(host: str, token: str | None, timeout: float = 10.0) -> None:
-    """Fail early, with a clear message, when the KFP API at ``host`` does not answer."""
+def check_host(host: str, token: str | None, timeout: float = 10.0) -> dict:
+    """The server's healthz answer; fail early and clearly when the KFP API does not answer.
+
+    Raises:
+        UsageError: the host is unreachable, refuses us, or is not a KFP API server.
+    """
     check_url(host)
     request = urllib.request.Request(f"{host.rstrip('/')}/apis/v2beta1/healthz")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        urllib.request.urlopen(request, timeout=timeout).close()
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
     except urllib.error.HTTPError as exc:
         hint = " (check --token)" if exc.code in (401, 403) else ""
         raise UsageError(f"Kubeflow Pipelines at {host} answered {exc.code}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise UsageError(f"cannot reach Kubeflow Pipelines at {host}: {reason}") from None
+    try:
+        health = json.loads(body)
+    except ValueError:
+        health = None
+    if not isinstance(health, dict) or "multi_user" not in health:
+        raise UsageError(f"{host} does not answer like a Kubeflow Pipelines API server")
+    return health
+
+
+def server_version(health: dict, stated: str | None) -> tuple[int, int]:
+    """The server's release: ``--kfp-version`` if given, else what its healthz reports.
+
+    Raises:
+        UsageError: neither tells a version.
+    """
+    from pipelines.backends import parse_version
+
+    version = parse_version(stated or health.get("tag_name"))
+    if version is None:
+        raise UsageError(
+            f"the server does not report its version (tag_name {health.get('tag_name')!r}); "
+            "pass --kfp-version, e.g. --kfp-version 2.15.0"
+        )
+    return version
 
 
 def connect(host: str, token: str | None = None, namespace: str | None = None):
-    """A ``kfp.Client`` for ``host`` after checking the server answers."""
+    """A ``kfp.Client`` for ``host`` (whose healthz answer ``check_host`` has read)."""
     import kfp
 
-    check_host(host, token)
     with quiet(host):
         return kfp.Client(host=host, existing_token=token, namespace=namespace or "kubeflow")
 
@@ -163,6 +191,7 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
 def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
     """Which pipeline to upload, under which name and version, with which parameters."""
     from pipelines import PIPELINES
+    from pipelines.commands.compile import add_workspace_flags
 
     group = parser.add_argument_group("pipeline")
     source = group.add_mutually_exclusive_group()
@@ -170,7 +199,7 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         "--pipeline",
         choices=sorted(PIPELINES),
         default="fashion-mnist",
-        help="compile this pipeline (default: fashion-mnist)",
+        help="compile this pipeline, in the variant the server runs (default: fashion-mnist)",
     )
     source.add_argument("--package", type=Path, help="a compiled pipeline YAML instead")
     group.add_argument("--pipeline-name", help="name in KFP (default: the pipeline's own)")
@@ -183,6 +212,11 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="a pipeline parameter; repeat for more",
     )
+    group.add_argument(
+        "--kfp-version",
+        help="the server's Kubeflow Pipelines release, if its healthz does not report it",
+    )
+    add_workspace_flags(parser)
 
 
 @dataclass(frozen=True)
@@ -198,12 +232,20 @@ class Uploaded:
 
 
 def upload_from_args(args: argparse.Namespace) -> Uploaded:
-    """Compile (or read ``--package``), check the params, upload a version, find the experiment."""
+    """Compile the variant the server runs (or check ``--package``), upload, find the experiment."""
+    from pipelines.backends import check_package, choose_variant
+
     check_url(args.host)
+    version = server_version(check_host(args.host, args.token), args.kfp_version)
     with tempfile.TemporaryDirectory() as tmp:
-        package = args.package or _compile(args.pipeline, Path(tmp))
-        if not package.is_file():
-            raise UsageError(f"--package {package}: no such file")
+        if args.package:
+            if not args.package.is_file():
+                raise UsageError(f"--package {args.package}: no such file")
+            check_package(args.package, version)
+            package = args.package
+        else:
+            variant = choose_variant(version, args.workspace_storage_class or "")
+            package = _compile(args, variant, Path(tmp))
         own_name, types = pipeline_inputs(package)
         params = parse_params(args.param, types)
         name = args.pipeline_name or own_name
@@ -216,8 +258,7 @@ def upload_from_args(args: argparse.Namespace) -> Uploaded:
     return Uploaded(client, pipeline_id, version_id, experiment, name, params)
 
 
-def _compile(pipeline: str, out_dir: Path) -> Path:
-    from components.images import Images
-    from pipelines.commands.compile import compile_pipeline
+def _compile(args: argparse.Namespace, variant: str, out_dir: Path) -> Path:
+    from pipelines.commands.compile import compile_pipeline, settings_from_args
 
-    return compile_pipeline(pipeline, out_dir, Images.defaults())
+    return compile_pipeline(args.pipeline, out_dir, settings_from_args(args, variant))

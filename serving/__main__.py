@@ -13,10 +13,11 @@ import sys
 
 from kserve import model_server
 
-from serving.predictor import DEFAULT_MODEL_DIR, FashionMNISTModel, ServingConfig
+from serving.defaults import MODEL_NAME
+from serving.predictor import DEFAULT_MODEL_DIR, DEVICES, FashionMNISTModel, ServingConfig
 from serving.server import build_server
 
-DEFAULT_MODEL_NAME = "fashion-mnist"
+DEFAULT_MODEL_NAME = MODEL_NAME
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=ServingConfig.num_threads,
         help="torch intra-op threads per server process",
     )
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default=ServingConfig.device,
+        help="where the network runs; auto: CUDA when a GPU is visible, else the CPU",
+    )
     return parser
 
 
@@ -53,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        config = ServingConfig(args.model_dir, args.max_batch_size, args.num_threads)
+        config = ServingConfig(args.model_dir, args.max_batch_size, args.num_threads, args.device)
     except ValueError as exc:
         parser.error(str(exc))
     model = FashionMNISTModel(args.model_name, config)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import copy
 import email.parser
 import email.policy
+import functools
+import hashlib
 import http.server
+import importlib.util
+import inspect
 import json
 import os
 import re
@@ -19,13 +23,21 @@ import jsonschema
 import kubernetes
 import pytest
 import yaml
-from kubernetes.client import V1ContainerStatus, V1ObjectMeta, V1Pod, V1PodList, V1PodStatus
-from kubernetes.client.exceptions import ApiException
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("FMNIST_SHARED_DIR", REPO.parent / "shared"))
-CRDS = SHARED / "crds"
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 10x faster on the CRDs
+
+
+def _import_upstream():
+    """tools/upstream.py (pinned upstream Go modules' files), imported by path."""
+    spec = importlib.util.spec_from_file_location("fmnist_upstream", REPO / "tools" / "upstream.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while building
+    spec.loader.exec_module(module)
+    return module
+
+
+upstream = _import_upstream()
 
 
 @pytest.fixture(scope="session")
@@ -94,9 +106,40 @@ def _strict(schema: dict) -> dict:
     return schema
 
 
-def _load_crd_schemas() -> dict[tuple[str, str], dict]:
+def _upstream(call, *args):
+    """``call(*args)`` from tools/upstream.py; without Go the test is skipped (or fails).
+
+    The schemas come from the pinned upstream Go modules (tools/controlplane/*/go.mod,
+    tools/schemas/go.mod), fetched with ``go mod download``. Where there is no Go the schema
+    tests are not run, unless FMNIST_REQUIRE_UPSTREAM=1 (CI) makes that a failure.
+    """
+    try:
+        return call(*args)
+    except upstream.GoMissing as error:
+        if os.environ.get("FMNIST_REQUIRE_UPSTREAM") == "1":
+            pytest.fail(f"{error} (FMNIST_REQUIRE_UPSTREAM=1)", pytrace=False)
+        pytest.skip(f"{error}, then run the tests again")
+
+
+_SCHEMA_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fmnist-pipeline"
+
+
+@functools.cache
+def _load_crd_schemas(name: str) -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) -> strict openAPIV3Schema of each CRD of ``upstream.SCHEMAS[name]``.
+
+    Parsed once per machine: the result is kept as JSON (10x faster to read than the YAML)
+    under ~/.cache/fmnist-pipeline, keyed by the pinned module version and this code.
+    """
+    files = upstream.schema_files(name)  # checks the pin (and that there is Go) every time
+    key = hashlib.sha256(
+        repr((upstream.SCHEMAS[name], inspect.getsource(_strict), _CRD_PARSE)).encode()
+    ).hexdigest()[:16]
+    cached = _SCHEMA_CACHE / f"crd-schemas-{name}-{key}.json"
+    if cached.exists():
+        return {tuple(k.split(" ", 1)): v for k, v in json.loads(cached.read_text()).items()}
     schemas = {}
-    for path in sorted(CRDS.rglob("*.yaml")):
+    for path in files:
         for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
@@ -104,34 +147,81 @@ def _load_crd_schemas() -> dict[tuple[str, str], dict]:
             for version in doc["spec"]["versions"]:
                 schema = version["schema"]["openAPIV3Schema"]
                 schemas[(f"{group}/{version['name']}", kind)] = _strict(schema)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps({" ".join(k): v for k, v in schemas.items()}))
+    partial.replace(cached)
     return schemas
 
 
-@pytest.fixture(scope="session")
-def crd_schemas() -> dict[tuple[str, str], dict]:
-    """openAPIV3Schema of every upstream CRD in ../shared/crds, keyed by (apiVersion, kind)."""
-    assert CRDS.is_dir(), f"upstream CRDs not found at {CRDS} (set FMNIST_SHARED_DIR)"
-    return _load_crd_schemas()
+_CRD_PARSE = "openAPIV3Schema per served version, _strict"  # change to invalidate the cache
 
 
-@pytest.fixture(scope="session")
-def validate_crd(crd_schemas):
-    """Validate an object against its upstream CRD schema; raises on any violation."""
+def _validator(schemas: dict[tuple[str, str], dict], where: str):
     validators = {}  # jsonschema.validate would re-check the (huge, upstream) schema each call
 
     def validate(obj: dict) -> None:
         key = (obj["apiVersion"], obj["kind"])
-        assert key in crd_schemas, f"no upstream CRD for {key}"
+        assert key in schemas, f"no upstream CRD for {key} in {where}"
         if key not in validators:
-            cls = jsonschema.validators.validator_for(crd_schemas[key])
-            validators[key] = cls(crd_schemas[key])
+            cls = jsonschema.validators.validator_for(schemas[key])
+            validators[key] = cls(schemas[key])
         validators[key].validate(obj)
 
     return validate
 
 
+@pytest.fixture(scope="session")
+def crd_schemas() -> dict[tuple[str, str], dict]:
+    """openAPIV3Schema of the newest pinned upstream CRD of each (apiVersion, kind).
+
+    From tools/upstream.py NEWEST: Training Operator v1.9.4 (PyTorchJob), Trainer v2.3.0,
+    Kueue v0.19.2, KServe v0.20.0, Katib v0.19.0, Karmada v1.18.1.
+    """
+    schemas = {}
+    for name in upstream.NEWEST:
+        schemas.update(_upstream(_load_crd_schemas, name))
+    return schemas
+
+
+@pytest.fixture(scope="session")
+def validate_crd(crd_schemas):
+    """Validate an object against its newest upstream CRD schema; raises on any violation."""
+    return _validator(crd_schemas, "the newest pinned releases")
+
+
+@pytest.fixture(scope="session")
+def crd_schemas_at():
+    """``crd_schemas_at("kserve", "v0.15.2")``: the schemas of one pinned older release.
+
+    For versions that share apiVersion and kind with the newest (KServe v0.15.2 and
+    Trainer v2.1.0, both in Kubeflow 1.11); any name in tools/upstream.py SCHEMAS works.
+    """
+
+    def schemas_at(component: str, version: str) -> dict[tuple[str, str], dict]:
+        name = f"{component}@{version}"
+        assert name in upstream.SCHEMAS, f"{name} is not in tools/upstream.py SCHEMAS"
+        return _upstream(_load_crd_schemas, name)
+
+    return schemas_at
+
+
+@pytest.fixture(scope="session")
+def validate_crd_at(crd_schemas_at):
+    """``validate_crd_at("trainer", "v2.1.0")(obj)``: validate against that release's CRD."""
+    cache = {}
+
+    def validator_at(component: str, version: str):
+        if (component, version) not in cache:
+            schemas = crd_schemas_at(component, version)
+            cache[(component, version)] = _validator(schemas, f"{component} {version}")
+        return cache[(component, version)]
+
+    return validator_at
+
+
 # --- Katib (issue 5) ------------------------------------------------------------------
-KATIB_OPENAPI = CRDS / "katib" / "katib-openapi-spec.swagger.json"
+KATIB_OPENAPI = upstream.KATIB_OPENAPI  # (module, version, path in the module)
 _TRIAL_PARAM = re.compile(r"\$\{trialParameters\..+?\}")
 _META_REFERENCE = re.compile(r"\$\{trialSpec\.(Name|Namespace|Kind|APIVersion)\}")
 
@@ -148,7 +238,7 @@ def validate_katib_experiment(validate_crd):
     3. The trialSpec (an unstructured object to the spec) after Katib substitutes example
        values, against its own CRD with ``validate_crd``.
     """
-    spec = json.loads(KATIB_OPENAPI.read_text())
+    spec = json.loads(_upstream(upstream.module_file, *KATIB_OPENAPI).read_text())
     root = _strict({"$ref": "#/components/schemas/v1beta1.Experiment", **spec})
     validator = jsonschema.Draft7Validator(root)
 
@@ -211,6 +301,10 @@ class FakeKFP(http.server.BaseHTTPRequestHandler):
     Every request is recorded in ``self.server.log`` as ``(method, path, query, body)``
     (JSON bodies parsed; an upload's body is {"uploadfile": bytes}); pipelines,
     versions, experiments, runs and recurring runs live in ``self.server.state``.
+    ``healthz`` reports ``self.server.tag_name`` as the release, like the API server's
+    hand-written handler (kubeflow/pipelines 2.15.0 ``backend/src/apiserver/main.go``:
+    ``commit_sha``, ``tag_name``, ``multi_user``); each ``GET runs/<id>`` reports the next
+    of ``self.server.run_states`` (the last one stays).
     """
 
     ROUTES = [  # (method, path under /apis/v2beta1/, handler)
@@ -222,6 +316,7 @@ class FakeKFP(http.server.BaseHTTPRequestHandler):
         ("GET", r"experiments", "list_experiments"),
         ("POST", r"experiments", "create_experiment"),
         ("POST", r"runs", "create_run"),
+        ("GET", r"runs/(?P<run_id>[^/:]+)", "get_run"),
         ("POST", r"recurringruns", "create_recurring"),
         ("GET", r"recurringruns", "list_recurring"),
         ("POST", r"recurringruns/(?P<rid>[^/:]+):disable", "disable_recurring"),
@@ -235,6 +330,7 @@ class FakeKFP(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         self.query, self.body = dict(urllib.parse.parse_qsl(url.query)), self._body()
         self.server.log.append((self.command, url.path, self.query, self.body))
+        self.server.authorizations.append(self.headers.get("Authorization"))
         self.state = self.server.state
         path = url.path.removeprefix("/apis/v2beta1/")
         for method, pattern, handler in self.ROUTES:
@@ -274,7 +370,11 @@ class FakeKFP(http.server.BaseHTTPRequestHandler):
         return [i for i in items if all(i["display_name"] == p["stringValue"] for p in wanted)]
 
     def healthz(self):
-        return 200, {"multi_user": False}
+        return 200, {
+            "commit_sha": "0123abc",
+            "tag_name": self.server.tag_name,
+            "multi_user": False,
+        }
 
     def list_pipelines(self):
         return 200, {"pipelines": self._named(self.state["pipelines"].values())}
@@ -314,6 +414,13 @@ class FakeKFP(http.server.BaseHTTPRequestHandler):
         self.state["runs"].append({**self.body, "run_id": self._id("run")})
         return 200, self.state["runs"][-1]
 
+    def get_run(self, run_id):
+        run = next((r for r in self.state["runs"] if r["run_id"] == run_id), None)
+        if run is None:
+            return 404, {"message": f"run {run_id} not found"}
+        states = self.server.run_states
+        return 200, {**run, "state": states.pop(0) if len(states) > 1 else states[0]}
+
     def create_recurring(self):
         recurring = {**self.body, "recurring_run_id": self._id("recurring")}
         self.state["recurring"][recurring["recurring_run_id"]] = recurring
@@ -338,10 +445,16 @@ class FakeKFP(http.server.BaseHTTPRequestHandler):
 def kfp_server():
     """A local HTTP server speaking the KFP v2beta1 REST API (see FakeKFP); yields it.
 
-    ``.url`` is its base URL, ``.log`` the requests it got, ``.state`` what it holds.
+    ``.url`` is its base URL, ``.log`` the requests it got (``.authorizations`` their
+    Authorization headers), ``.state`` what it holds;
+    set ``.tag_name`` (the release healthz reports, default 2.17.0) and ``.run_states``
+    (what successive reads of a run say, default PENDING) before the call under test.
     """
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeKFP)
     server.log = []
+    server.authorizations = []  # the Authorization header of each request in ``log``
+    server.tag_name = "2.17.0"
+    server.run_states = ["PENDING"]
     server.state = {"pipelines": {}, "versions": [], "experiments": [], "runs": [], "recurring": {}}
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
@@ -351,121 +464,20 @@ def kfp_server():
     server.server_close()
 
 
-# --- fake Kubernetes API (issue 4) ----------------------------------------------------
-# ``fake_k8s`` replaces ``kubernetes.client.CustomObjectsApi`` and ``CoreV1Api`` (and the
-# in-cluster config loader) with in-memory fakes, so components run unmodified: they
-# create, read, replace and delete objects and read pods and logs as against a cluster.
-# Tests script what the "cluster" reports (statuses, pods, logs) and inspect every call.
-
-
-class FakeCustomObjects:
-    """Custom objects in memory; each ``get`` applies the next scripted status of its plural."""
-
-    def __init__(self):
-        self.objects: dict[tuple[str, str, str], dict] = {}
-        self.statuses: dict[str, list[dict]] = {}  # plural -> statuses, one per get
-        self.listings: dict[str, list[list[dict]]] = {}  # plural -> items, one per list
-        self.calls: list[tuple] = []
-        self.version = 0
-
-    def _store(self, plural, namespace, body):
-        self.version += 1
-        body = copy.deepcopy(body)
-        body["metadata"]["resourceVersion"] = str(self.version)
-        body["metadata"]["generation"] = body["metadata"].get("generation", 0) + 1
-        self.objects[(plural, namespace, body["metadata"]["name"])] = body
-        return copy.deepcopy(body)
-
-    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
-        self.calls.append(("create", group, version, namespace, plural, copy.deepcopy(body)))
-        if (plural, namespace, body["metadata"]["name"]) in self.objects:
-            raise ApiException(status=409, reason="AlreadyExists")
-        return self._store(plural, namespace, body)
-
-    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
-        self.calls.append(("get", group, version, namespace, plural, name))
-        stored = self.objects.get((plural, namespace, name))
-        if stored is None:
-            raise ApiException(status=404, reason="NotFound")
-        script = self.statuses.get(plural, [])
-        if script:
-            stored["status"] = copy.deepcopy(script.pop(0) if len(script) > 1 else script[0])
-        return copy.deepcopy(stored)
-
-    def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector=None):
-        self.calls.append(("list", group, version, namespace, plural, label_selector))
-        script = self.listings.get(plural, [[]])
-        return {"items": copy.deepcopy(script.pop(0) if len(script) > 1 else script[0])}
-
-    def replace_namespaced_custom_object(self, group, version, namespace, plural, name, body):
-        self.calls.append(("replace", group, version, namespace, plural, copy.deepcopy(body)))
-        current = self.objects[(plural, namespace, name)]
-        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            raise ApiException(status=409, reason="Conflict")
-        body = copy.deepcopy(body)
-        body["metadata"]["generation"] = current["metadata"]["generation"]
-        return self._store(plural, namespace, body)
-
-    def delete_namespaced_custom_object(self, group, version, namespace, plural, name, body=None):
-        self.calls.append(("delete", group, version, namespace, plural, name))
-        if self.objects.pop((plural, namespace, name), None) is None:
-            raise ApiException(status=404, reason="NotFound")
-
-    def verbs(self) -> list[tuple[str, str]]:
-        """(verb, plural) of every call, in order."""
-        return [(call[0], call[4]) for call in self.calls]
-
-    def created(self, plural: str) -> list[dict]:
-        """The bodies of every create call for ``plural``."""
-        return [call[5] for call in self.calls if call[0] == "create" and call[4] == plural]
-
-
-class FakeCore:
-    """Pods and their logs: each list call and each log read returns the next scripted one."""
-
-    def __init__(self):
-        self.pods: list[list[V1Pod]] = [[]]  # the pods each list call sees; the last one stays
-        self.logs: dict[str, list[str]] = {}
-        self.selectors: list[str] = []
-
-    def list_namespaced_pod(self, namespace, label_selector=None):
-        self.selectors.append(label_selector)
-        return V1PodList(items=self.pods.pop(0) if len(self.pods) > 1 else self.pods[0])
-
-    def read_namespaced_pod_log(self, name, namespace, container=None):
-        script = self.logs.get(name, [""])
-        return script.pop(0) if len(script) > 1 else script[0]
-
-
-def master_pod(name: str, uid: str = "uid-1", restarts: int = 0, phase: str = "Running") -> V1Pod:
-    """A master pod as the training operator labels it."""
-    status = V1ContainerStatus(
-        name="pytorch", restart_count=restarts, ready=True, image="trainer", image_id="trainer"
-    )
-    return V1Pod(
-        metadata=V1ObjectMeta(name=name, uid=uid),
-        status=V1PodStatus(phase=phase, container_statuses=[status]),
-    )
-
-
-class FakeCluster:
-    """Both fake APIs together."""
-
-    def __init__(self):
-        self.custom, self.core = FakeCustomObjects(), FakeCore()
+# --- fake Kubernetes API ---------------------------------------------------------------
+# ``fake_k8s`` routes the ``kubernetes`` client (custom objects, core, apps, discovery and
+# OpenAPI documents) to the in-memory ``tests/fake_kube.FakeCluster``.
 
 
 @pytest.fixture
-def fake_k8s(monkeypatch) -> FakeCluster:
-    """Route every kubernetes client call to an in-memory fake cluster."""
+def fake_k8s(monkeypatch):
+    """Route every kubernetes client call to an in-memory fake cluster; return it."""
+    from fake_kube import FakeCluster
+
     cluster = FakeCluster()
     monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
+    monkeypatch.setattr(kubernetes.client, "ApiClient", lambda *a, **k: cluster.api_client)
     monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", lambda *a, **k: cluster.custom)
     monkeypatch.setattr(kubernetes.client, "CoreV1Api", lambda *a, **k: cluster.core)
+    monkeypatch.setattr(kubernetes.client, "AppsV1Api", lambda *a, **k: cluster.apps)
     return cluster
-
-
-@pytest.fixture
-def master_pod_factory():
-    """Build master pods for ``FakeCore.pods``."""
-    return master_pod

@@ -1,4 +1,4 @@
-"""``python -m trainer``: train alone, under torchrun, or in a PyTorchJob pod."""
+"""``python -m trainer``: train alone, under torchrun, or in a PyTorchJob/TrainJob pod."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(config.num_threads)
     try:
         dataset = data.load(config.data_dir)
-    except data.DataError as exc:
+        context = distributed.setup(config.device, config.backend)
+    except (data.DataError, distributed.LaunchError) as exc:
         print(f"trainer: error: {exc}", file=sys.stderr)
         return 1
-    context = distributed.setup(config.no_cuda, config.backend)
     try:
         if context.is_main:
             print(
@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         Trainer(config, dataset, context).train()
     except CheckpointMismatch as exc:
         print(f"trainer: error: {config.checkpoint_dir}: {exc}", file=sys.stderr)
+        return 1
+    except distributed.LaunchError as exc:
+        print(f"trainer: error: {exc}", file=sys.stderr)
         return 1
     finally:
         distributed.teardown(context)

@@ -2,7 +2,9 @@
 
 The whole split is one tensor, so a batch is one indexing operation instead of a
 per-sample ``Dataset``/``DataLoader`` round trip; ``DistributedSampler`` still decides
-which rank sees which examples, and ``set_epoch`` reshuffles every epoch.
+which rank sees which examples, and ``set_epoch`` reshuffles every epoch. An epoch's
+order and flips are drawn up front and moved to the data's device once, so on a GPU a
+batch is made there without a host round trip.
 """
 
 from __future__ import annotations
@@ -24,27 +26,32 @@ def steps_per_epoch(num_examples: int, global_batch: int, world_size: int) -> in
     return -(-shard // local_batch_size(global_batch, world_size))
 
 
-def train_batches(
-    images: torch.Tensor,
-    labels: torch.Tensor,
+def epoch_plan(
     sampler: DistributedSampler,
-    batch_size: int,
-    generator: torch.Generator | None = None,
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Yield this rank's (images, labels) batches in sampler order, flipped when asked."""
+    generator: torch.Generator | None,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """This rank's example order for the epoch and, if augmenting, whom to flip."""
     order = torch.tensor(list(sampler), dtype=torch.long)
+    flips = None if generator is None else torch.rand(len(order), generator=generator) < 0.5
+    return order.to(device), None if flips is None else flips.to(device)
+
+
+def batch_slices(
+    order: torch.Tensor, flips: torch.Tensor | None, batch_size: int
+) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+    """(indices, flips) of each batch, in order; the last batch may be smaller."""
     for start in range(0, len(order), batch_size):
-        index = order[start : start + batch_size]
-        batch = images[index]
-        if generator is not None:
-            batch = random_flip(batch, generator)
-        yield batch, labels[index]
+        end = start + batch_size
+        yield order[start:end], None if flips is None else flips[start:end]
 
 
-def random_flip(batch: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Mirror each image left-right with probability 1/2 (garments stay garments)."""
-    flip = torch.rand(len(batch), generator=generator) < 0.5
-    return torch.where(flip[:, None, None, None], batch.flip(-1), batch)
+def gather(images: torch.Tensor, index: torch.Tensor, flips: torch.Tensor | None) -> torch.Tensor:
+    """The batch ``images[index]``, each image mirrored left-right where ``flips`` is set."""
+    batch = images[index]
+    if flips is None:
+        return batch
+    return torch.where(flips[:, None, None, None], batch.flip(-1), batch)
 
 
 def test_shard(num_examples: int, rank: int, world_size: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ import torch
 
 CHECKPOINT_FILE = "checkpoint.pt"
 # Settings that shape the optimizer and schedule: a checkpoint continues only a run with the same.
-RESUME_KEYS = ("epochs", "lr", "optimizer", "scheduler")
+RESUME_KEYS = ("epochs", "lr", "optimizer", "scheduler", "batch_size", "train_limit")
 
 
 def save(directory: str | Path, state: dict) -> Path:
@@ -37,17 +37,25 @@ class CheckpointMismatch(ValueError):
     """The checkpoint belongs to a run with other settings."""
 
 
-def check_compatible(saved: dict, current: dict) -> None:
+def check_compatible(saved: dict, current: dict, steps_per_epoch: int) -> None:
     """Refuse to continue a checkpoint written by a run with another schedule.
+
+    ``saved`` is the checkpoint, ``current`` this run's config. The steps per epoch also
+    change with the world size or the dataset: the one-cycle schedule cannot stretch.
 
     Raises:
         CheckpointMismatch: names each differing setting and what to do instead.
     """
     differing = [
-        f"--{key.replace('_', '-')} {saved.get(key)} (now {current[key]})"
+        f"--{key.replace('_', '-')} {saved['config'].get(key)} (now {current[key]})"
         for key in RESUME_KEYS
-        if saved.get(key) != current[key]
+        if saved["config"].get(key) != current[key]
     ]
+    saved_steps = saved.get("steps_per_epoch", steps_per_epoch)
+    if not differing and saved_steps != steps_per_epoch:
+        differing.append(
+            f"{saved_steps} steps per epoch (now {steps_per_epoch}: another world size or data)"
+        )
     if differing:
         raise CheckpointMismatch(
             "the checkpoint was written by a run with "

@@ -7,47 +7,66 @@ and are the names the pipeline renders into the PyTorchJob's container args.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULERS = ("onecycle", "none")
 BACKENDS = ("gloo", "nccl")
 PRECISIONS = ("auto", "fp32", "bf16")
+DEVICES = ("auto", "cpu", "cuda")
 CHOICES = {
     "optimizer": OPTIMIZERS,
     "scheduler": SCHEDULERS,
     "backend": BACKENDS,
     "precision": PRECISIONS,
+    "device": DEVICES,
 }
+
+
+def _flag(default, help: str):
+    """A config field with its ``--help`` text."""
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass
 class TrainConfig:
     """Everything one training run needs; validated on construction."""
 
-    epochs: int = 10  # passes over the training set
-    batch_size: int = 128  # global batch: split evenly over the ranks
-    test_batch_size: int = 1000  # evaluation batch per rank
-    lr: float = 0.002  # (peak) learning rate
-    momentum: float = 0.9  # SGD momentum, or AdamW's beta1
-    optimizer: str = "adamw"  # one of OPTIMIZERS
-    scheduler: str = "onecycle"  # one of SCHEDULERS; onecycle steps every batch
-    weight_decay: float = 1e-4  # L2 penalty (decoupled for AdamW)
-    label_smoothing: float = 0.05  # cross-entropy label smoothing while training
-    augment: bool = True  # random horizontal flips while training
-    precision: str = "auto"  # one of PRECISIONS; auto: bf16 where the device computes it natively
-    seed: int = 1  # seeds weights, shuffling and augmentation
-    no_cuda: bool = False  # train on CPU even when CUDA is available
-    backend: str | None = None  # process-group backend; None picks from the device
-    log_interval: int = 50  # batches between progress lines
-    log_path: str | None = None  # also append metric lines to this file
-    data_dir: str | None = None  # packed dataset or raw IDX directory (None: search)
-    model_dir: str | None = None  # where rank 0 writes model.pt + model.json
-    save_model: bool = False  # save even without --model-dir (into ./model)
-    checkpoint_dir: str | None = None  # per-epoch checkpoint.pt for resuming
-    train_limit: int | None = None  # use only the first N training examples
-    test_limit: int | None = None  # use only the first N test examples
-    num_threads: int | None = None  # intra-op CPU threads per process
+    epochs: int = _flag(10, "passes over the training set")
+    batch_size: int = _flag(128, "global batch, split evenly over the ranks")
+    test_batch_size: int = _flag(1000, "evaluation batch per rank")
+    lr: float = _flag(0.002, "(peak) learning rate")
+    momentum: float = _flag(0.9, "SGD momentum, or AdamW's beta1")
+    optimizer: str = _flag("adamw", "optimizer")
+    scheduler: str = _flag("onecycle", "learning-rate schedule; onecycle steps every batch")
+    weight_decay: float = _flag(1e-4, "L2 penalty (decoupled for AdamW)")
+    label_smoothing: float = _flag(0.05, "cross-entropy label smoothing while training")
+    augment: bool = _flag(True, "random horizontal flips while training")
+    precision: str = _flag("auto", "autocast; auto: bf16 where the device computes it natively")
+    seed: int = _flag(1, "seeds weights, shuffling and augmentation")
+    device: str = _flag(
+        "auto", "auto: CUDA when a GPU is visible (process i takes GPU i), else the CPU"
+    )
+    backend: str | None = _flag(None, "process-group backend; None: nccl on CUDA, gloo on CPU")
+    device_data: bool = _flag(
+        True, "keep both splits on the training device; batches and flips are made there"
+    )
+    fused_optimizer: bool = _flag(
+        True, "the optimizer's fused kernel: one launch a step (CUDA; CPU from torch 2.4)"
+    )
+    compile: bool = _flag(False, "torch.compile the forward and loss (compiles for ~1 min first)")
+    cuda_graphs: bool = _flag(
+        False, "replay each full training step as one CUDA graph (one process on CUDA only)"
+    )
+    log_interval: int = _flag(50, "batches between progress lines")
+    log_path: str | None = _flag(None, "also append metric lines to this file")
+    data_dir: str | None = _flag(None, "packed dataset or raw IDX directory; None: search")
+    model_dir: str | None = _flag(None, "where rank 0 writes model.pt + model.json")
+    save_model: bool = _flag(False, "save even without --model-dir (into ./model)")
+    checkpoint_dir: str | None = _flag(None, "per-epoch checkpoint.pt for resuming")
+    train_limit: int | None = _flag(None, "use only the first N training examples")
+    test_limit: int | None = _flag(None, "use only the first N test examples")
+    num_threads: int | None = _flag(None, "intra-op CPU threads per process")
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "test_batch_size", "log_interval"):
@@ -59,6 +78,9 @@ class TrainConfig:
         _require(0 <= self.momentum < 1, "momentum", "in [0, 1)")
         _require(self.weight_decay >= 0, "weight_decay", "a number >= 0")
         _require(0 <= self.label_smoothing < 1, "label_smoothing", "in [0, 1)")
+        if self.cuda_graphs:
+            _require(self.device != "cpu", "cuda_graphs", "used without --device cpu")
+            _require(self.device_data, "cuda_graphs", "used with --device-data")
         for name, allowed in CHOICES.items():
             value = getattr(self, name)
             _require(
@@ -100,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(
         prog="python -m trainer",
-        description="Train the FashionMNIST CNN, alone, under torchrun, or in a PyTorchJob.",
+        description="Train the FashionMNIST CNN, alone, under torchrun, or in a PyTorchJob "
+        "or TrainJob pod.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--recipe",
@@ -108,17 +132,25 @@ def build_parser() -> argparse.ArgumentParser:
         default="default",
         help="preset of the flags below; explicit flags override it",
     )
-    for field in fields(TrainConfig):
-        flag = "--" + field.name.replace("_", "-")
-        default = getattr(defaults, field.name)
-        if field.type == "bool" and field.name == "augment":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-        elif field.type == "bool":
-            parser.add_argument(flag, action="store_true", default=default)
+    for spec in fields(TrainConfig):
+        flag = "--" + spec.name.replace("_", "-")
+        default, help = getattr(defaults, spec.name), spec.metadata["help"]
+        if spec.type == "bool":
+            parser.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=default, help=help
+            )
         else:
-            kind = {"int": int, "float": float}.get(field.type.split(" ")[0], str)
-            choices = CHOICES.get(field.name)
-            parser.add_argument(flag, type=kind, default=default, choices=choices)
+            kind = {"int": int, "float": float}.get(spec.type.split(" ")[0], str)
+            choices = CHOICES.get(spec.name)
+            parser.add_argument(flag, type=kind, default=default, choices=choices, help=help)
+    parser.add_argument(
+        "--no-cuda",
+        dest="device",
+        action="store_const",
+        const="cpu",
+        default=argparse.SUPPRESS,
+        help="same as --device cpu (the reference mnist.py's flag)",
+    )
     return parser
 
 

@@ -52,6 +52,19 @@ def build_model(architecture: str = "lenet", num_classes: int = len(CLASS_NAMES)
     return ARCHITECTURES[architecture](num_classes)
 
 
+def select_device(name: str = "auto", index: int = 0) -> torch.device:
+    """``auto``: CUDA when visible, else the CPU; on CUDA, GPU ``index`` modulo the GPUs seen.
+
+    Raises:
+        ValueError: ``cuda`` was asked for and no CUDA device is visible.
+    """
+    if name == "cpu" or name == "auto" and not torch.cuda.is_available():
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: no CUDA device is visible to torch {torch.__version__}")
+    return torch.device("cuda", index % torch.cuda.device_count())
+
+
 def normalize(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
     """Pixels 0-255 ([N, 28, 28] or [N, 1, 28, 28], any dtype) to the network's input."""
     images = images.reshape(-1, 1, IMAGE_SIZE, IMAGE_SIZE).to(torch.float32)
@@ -85,7 +98,9 @@ def save_model_dir(model: nn.Module, directory: str | Path, card: ModelCard) -> 
     return out
 
 
-def load_model_dir(directory: str | Path, device: str = "cpu") -> tuple[nn.Module, ModelCard]:
+def load_model_dir(
+    directory: str | Path, device: str | torch.device = "cpu"
+) -> tuple[nn.Module, ModelCard]:
     """Rebuild the network from a model directory, in eval mode on ``device``.
 
     Raises:

@@ -1,12 +1,9 @@
 """``fmnist render KIND``: print the YAML of an object the pipeline's steps would create.
 
 For review and ``kubectl apply --dry-run=server -f -``. The objects come from the very
-builders the steps call, for the parameters given as flags. What only exists at run time
-is filled in with stand-ins: the job name, the run id, and the run's workspace PVC.
-
-Each kind is an entry of ``KINDS``: a help line, a ``build(params, args)`` function
-returning one object or a list of them, and optionally ``add_flags(parser)`` for flags
-of its own.
+builders the steps call. Each kind takes only the flags of what shapes it (the training
+job's for ``pytorchjob``, the serving set's for ``inferenceservice``); what only exists at
+run time is a stand-in: the job name, the run id, and the run's workspace PVC.
 """
 
 import argparse
@@ -15,10 +12,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipelines.flags import add_param_flags, params_from_args
+from components.specs.params import Serving, TrainingJob
+from components.specs.sweep import Sweep
+from pipelines.flags import add_set_flags, set_from_args
 
 RUN_ID = "RUN-ID"  # stands in for the pipeline run's id
 WORKSPACE_CLAIM = "RUN-NAME-kfp-workspace"  # the PVC KFP creates for a run's workspace
+GENERATIONS = {"v2.1": "v2.1", "v2.2": "v2.2", "v2.3": "v2.2"}  # Trainer version -> spec
 
 
 @dataclass(frozen=True)
@@ -26,65 +26,130 @@ class Kind:
     """One renderable kind of object."""
 
     help: str
-    build: Callable  # (PipelineParams, argparse.Namespace) -> dict | list[dict]
-    add_flags: Callable | None = None  # (argparse.ArgumentParser) -> None
+    build: Callable  # (argparse.Namespace) -> dict
+    add_flags: Callable  # (argparse.ArgumentParser) -> None
 
 
-def pytorchjob_object(params, args: argparse.Namespace) -> dict:
-    """The PyTorchJob the train step creates (with the pipeline's workspace and toleration)."""
-    from components.launch_pytorchjob import WorkPaths, build_job, pipeline_placement
-    from components.manifests import WORKSPACE_MOUNT_PATH
-
-    return build_job(
-        params,
-        args.job_name,
-        params.namespace or None,
-        WorkPaths.under(WORKSPACE_MOUNT_PATH),
-        pipeline_placement(WORKSPACE_CLAIM),
-    )
+def _namespace_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", help="metadata.namespace (the step uses the run's)")
 
 
-def _pytorchjob_flags(parser: argparse.ArgumentParser) -> None:
+def _trainer_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--job-name",
-        default="fmnist-train",
-        help="metadata.name (the step derives it from the run id)",
+        "--trainer-version",
+        choices=sorted(GENERATIONS),
+        default="v2.3",
+        help="Kubeflow Trainer release: v2.1 (Kubeflow 1.11) takes podTemplateOverrides, "
+        "v2.2 and later runtimePatches (default: v2.3)",
     )
 
 
-def inferenceservice_object(params, args: argparse.Namespace) -> dict:
+def training_job_object(
+    job: TrainingJob, api: str, name: str | None, namespace: str | None, generation: str = "v2.2"
+) -> dict:
+    """The train step's job (the pipeline's workspace and GPU toleration)."""
+    from components.specs.pods import (
+        WORKSPACE_MOUNT_PATH,
+        TrainerFlags,
+        WorkPaths,
+        workspace_placement,
+    )
+    from components.specs.training import training_job
+
+    return training_job(
+        api,
+        name=name,
+        namespace=namespace,
+        job=job,
+        flags=TrainerFlags.for_job(job, WorkPaths.under(WORKSPACE_MOUNT_PATH)),
+        placement=workspace_placement(WORKSPACE_CLAIM),
+        generation=generation,
+    )
+
+
+def _job_kind(api: str) -> Kind:
+    def build(args: argparse.Namespace) -> dict:
+        job = set_from_args(args, TrainingJob)
+        generation = GENERATIONS[getattr(args, "trainer_version", "v2.3")]
+        return training_job_object(job, api, args.job_name, args.namespace, generation)
+
+    def add_flags(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--job-name", default="fmnist-train", help="metadata.name")
+        _namespace_flag(parser)
+        if api == "trainjob":
+            _trainer_flag(parser)
+        ignored = ("job_api",) if api == "trainjob" else ("job_api", "trainjob_runtime")
+        add_set_flags(parser, TrainingJob, "training job", exclude=ignored)
+
+    label = "PyTorchJob" if api == "pytorchjob" else "TrainJob"
+    return Kind(f"the train step's {label}", build, add_flags)
+
+
+def inferenceservice_object(serving: Serving, namespace: str | None, legacy: bool) -> dict:
     """The InferenceService the deploy step applies, serving the model of run RUN-ID."""
-    from components.kserve_deploy import build_isvc
+    from components.specs.inferenceservice import inference_service, mode_name, storage_uri
 
-    storage_uri = f"pvc://{params.model_pvc}/{params.model_name}/{RUN_ID}"
-    return build_isvc(params, params.namespace or None, storage_uri)
+    uri = storage_uri(serving.model_pvc, f"{serving.model_name}/{RUN_ID}")
+    mode = mode_name(serving.mode, legacy)
+    return inference_service(serving=serving, namespace=namespace, uri=uri, mode_annotation=mode)
 
 
-def experiment_object(params, args: argparse.Namespace) -> dict:
-    """The Katib Experiment of the tune step (and of ``fmnist sweep``), trials in the workspace."""
-    from components.katib import build_experiment
-    from components.launch_pytorchjob import pipeline_placement
-    from components.manifests import WORKSPACE_MOUNT_PATH
-    from pipelines.commands.sweep import sweep_from_args
+def _isvc_flags(parser: argparse.ArgumentParser) -> None:
+    _namespace_flag(parser)
+    parser.add_argument(
+        "--kserve-before-0.16",
+        dest="legacy",
+        action="store_true",
+        help="write the deployment mode as KServe <= 0.15 names it (RawDeployment/Serverless)",
+    )
+    add_set_flags(parser, Serving, "serving", exclude=("min_accuracy",))
 
-    placement = pipeline_placement(WORKSPACE_CLAIM)
-    namespace = params.namespace or None
-    sweep = sweep_from_args(args)
-    return build_experiment(params, sweep, args.name, namespace, WORKSPACE_MOUNT_PATH, placement)
+
+def _isvc(args: argparse.Namespace) -> dict:
+    return inferenceservice_object(set_from_args(args, Serving), args.namespace, args.legacy)
+
+
+def experiment_for(
+    job: TrainingJob,
+    sweep: Sweep,
+    name: str,
+    namespace: str | None,
+    claim: str,
+    api: str,
+    generation: str,
+) -> dict:
+    """The Katib Experiment of the tune step and ``fmnist sweep``, its trials on ``claim``."""
+    from components.runtime.katib import build_experiment
+    from components.runtime.launcher import Target
+    from components.specs.pods import WORKSPACE_MOUNT_PATH, workspace_placement
+
+    placement = workspace_placement(claim)
+    target = Target(api, generation)
+    return build_experiment(job, sweep, target, name, namespace, WORKSPACE_MOUNT_PATH, placement)
+
+
+def _experiment(args: argparse.Namespace) -> dict:
+    job, sweep = set_from_args(args, TrainingJob), set_from_args(args, Sweep)
+    api = "trainjob" if job.job_api == "trainjob" else "pytorchjob"
+    generation = GENERATIONS[args.trainer_version]
+    return experiment_for(job, sweep, args.name, args.namespace, WORKSPACE_CLAIM, api, generation)
 
 
 def _experiment_flags(parser: argparse.ArgumentParser) -> None:
-    from pipelines.commands.sweep import add_sweep_flags
-
-    add_sweep_flags(parser)
     parser.add_argument(
-        "--name", default="fmnist-tune", help="metadata.name (the step derives it from the run id)"
+        "--name",
+        default="fmnist-tune",
+        help="metadata.name (the tune step derives it from the run id)",
     )
+    _namespace_flag(parser)
+    _trainer_flag(parser)
+    add_set_flags(parser, Sweep, "search space and budget")
+    add_set_flags(parser, TrainingJob, "training job of every trial", exclude=("epochs", "lr"))
 
 
-def karmada_object(params, args: argparse.Namespace) -> dict:
-    """A Karmada PropagationPolicy spreading the queue's PyTorchJobs over member clusters."""
-    from components.manifests import propagation_policy
+def karmada_object(args: argparse.Namespace) -> dict:
+    """A Karmada PropagationPolicy spreading the queue's jobs over member clusters."""
+    from components.specs.karmada import propagation_policy
     from pipelines.cli import UsageError
 
     names = [name for name, _ in args.cluster]
@@ -92,8 +157,8 @@ def karmada_object(params, args: argparse.Namespace) -> dict:
         raise UsageError(f"--cluster: each member cluster once, got {', '.join(names)}")
     return propagation_policy(
         name=args.policy_name,
-        namespace=params.namespace or "kubeflow",
-        queue_name=params.queue_name,
+        namespace=args.namespace or "kubeflow",
+        queue_name=args.queue_name,
         cluster_weights=dict(args.cluster),
         one_cluster_per_job=args.one_cluster_per_job,
     )
@@ -119,8 +184,10 @@ def _karmada_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=WEIGHT",
         help="a member cluster and its static weight; repeat for each cluster",
     )
+    parser.add_argument("--policy-name", default="fmnist-training-jobs", help="metadata.name")
+    parser.add_argument("--namespace", help="where the jobs run (default: kubeflow)")
     parser.add_argument(
-        "--policy-name", default="fmnist-pytorchjobs", help="metadata.name of the policy"
+        "--queue-name", default="fmnist-gpu", help="the Kueue LocalQueue of the jobs to spread"
     )
     parser.add_argument(
         "--one-cluster-per-job",
@@ -130,15 +197,17 @@ def _karmada_flags(parser: argparse.ArgumentParser) -> None:
 
 
 KINDS = {
-    "pytorchjob": Kind("the PyTorchJob of the train step", pytorchjob_object, _pytorchjob_flags),
-    "inferenceservice": Kind("the InferenceService of the deploy step", inferenceservice_object),
+    "pytorchjob": _job_kind("pytorchjob"),
+    "trainjob": _job_kind("trainjob"),
+    "inferenceservice": Kind("the deploy step's InferenceService", _isvc, _isvc_flags),
     "experiment": Kind(
-        "the Katib Experiment of the tune step (as fmnist sweep --render)",
-        experiment_object,
+        "the tune step's Katib Experiment (trials: --job-api pytorchjob, the default for "
+        "auto, or trainjob)",
+        _experiment,
         _experiment_flags,
     ),
     "karmada": Kind(
-        "a Karmada PropagationPolicy for the PyTorchJobs (namespace: --namespace or kubeflow)",
+        "a Karmada PropagationPolicy for the PyTorchJobs and TrainJobs of a queue",
         karmada_object,
         _karmada_flags,
     ),
@@ -155,18 +224,22 @@ def register(subparsers) -> None:
     kinds = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
     for name, kind in KINDS.items():
         sub = kinds.add_parser(name, help=kind.help, description=f"Print {kind.help} as YAML.")
-        if kind.add_flags:
-            kind.add_flags(sub)
-        add_param_flags(sub)
+        kind.add_flags(sub)
         sub.set_defaults(handler=render)
 
 
 def render(args: argparse.Namespace) -> int:
-    """Build the chosen kind for the flags' parameters and print it as YAML."""
+    """Build the chosen kind for the flags and print it as YAML (no anchors)."""
+    dump_yaml(KINDS[args.kind].build(args))
+    return 0
+
+
+def dump_yaml(obj: dict, stream=None) -> None:
+    """One object as YAML, without anchors (Master and Worker share a pod template)."""
     import yaml
 
-    params = params_from_args(args)
-    built = KINDS[args.kind].build(params, args)
-    documents = built if isinstance(built, list) else [built]
-    yaml.safe_dump_all(documents, sys.stdout, sort_keys=False)
-    return 0
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    yaml.dump(obj, stream or sys.stdout, Dumper=Dumper, sort_keys=False)

@@ -1,24 +1,27 @@
 """``fmnist run``: run the fashion-mnist pipeline on this machine with ``kfp.local``.
 
-The very pipeline that is uploaded to Kubeflow, with ``backend="local"``: the train step
+The very pipeline that is uploaded to Kubeflow, with ``target="local"``: the train step
 runs ``torchrun`` here (gloo on CPU) and the deploy step checks a local predictor. Each
-run gets a directory (``runs/<timestamp>`` by default) with the step outputs (model,
-metrics, report), a scratch workspace, and the PyTorchJob and InferenceService the same
-parameters would create on a cluster.
+run gets a directory (``runs/<timestamp>`` by default; ``runs/latest`` points at the
+newest) with the step outputs (model, metrics, reports), a scratch workspace, the
+report as ``report.html``, and the objects the same parameters would create on a cluster.
 """
 
 import argparse
 import contextlib
 import io
 import os
+import shutil
 import sys
 import time
 import warnings
-from dataclasses import asdict, replace
 from pathlib import Path
 
+from components.specs.params import DataSlice, Serving, TrainingJob
 from pipelines.cli import UsageError
-from pipelines.flags import add_param_flags, params_from_args
+from pipelines.flags import add_set_flags, set_from_args
+
+SETS = ((DataSlice, "data"), (TrainingJob, "training job"), (Serving, "gate and serving"))
 
 
 def register(subparsers) -> None:
@@ -26,7 +29,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run the pipeline here (kfp.local, torchrun, local predictor)",
-        description="Run the fashion-mnist pipeline on this machine (kfp.local, backend=local).",
+        description="Run the fashion-mnist pipeline on this machine (kfp.local, target=local).",
     )
     parser.add_argument(
         "--run-dir", type=Path, help="where this run's files go (default: runs/<timestamp>)"
@@ -42,7 +45,8 @@ def register(subparsers) -> None:
         action="store_true",
         help="also show kfp's executor logs (inputs and outputs of every step)",
     )
-    add_param_flags(parser, exclude=("backend",))
+    for parameter_set, title in SETS:
+        add_set_flags(parser, parameter_set, title)
     parser.set_defaults(handler=run)
 
 
@@ -77,27 +81,30 @@ class ExecutorNoiseFilter(io.TextIOBase):
 
 def run(args: argparse.Namespace) -> int:
     """Run the pipeline locally and print a summary; 1 if a step failed."""
-    params = params_from_args(args, backend="local")
+    sets = [set_from_args(args, parameter_set) for parameter_set, _ in SETS]
     if args.data_dir:
         if not args.data_dir.is_dir():
             raise UsageError(f"--data-dir {args.data_dir}: no such directory")
         os.environ["FASHION_MNIST_DIR"] = str(args.data_dir.resolve())
     run_dir = (args.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
-    manifests = write_manifests(params, run_dir / "manifests")
+    manifests = write_manifests(sets[1], sets[2], run_dir / "manifests")
     started = time.monotonic()
     try:
-        outputs = run_pipeline(params, run_dir, verbose=args.verbose)
+        outputs = run_pipeline(sets, run_dir, verbose=args.verbose)
     except RuntimeError as exc:
         print(
             f"fmnist run: error: {exc}\n(the failed step's log is above; files in {run_dir})",
             file=sys.stderr,
         )
         return 1
-    print_summary(params, outputs, manifests, time.monotonic() - started)
+    report = run_dir / "report.html"
+    shutil.copyfile(outputs["report_html"].path, report)
+    link_latest(run_dir)
+    print_summary(sets[2], outputs, report, manifests, time.monotonic() - started)
     return 0
 
 
-def run_pipeline(params, run_dir: Path, verbose: bool = False) -> dict:
+def run_pipeline(sets, run_dir: Path, verbose: bool = False) -> dict:
     """Run the pipeline with kfp.local under ``run_dir``; return its outputs."""
     from kfp import local
 
@@ -110,48 +117,58 @@ def run_pipeline(params, run_dir: Path, verbose: bool = False) -> dict:
         pipeline_root=str(run_dir / "outputs"),
         workspace_root=str(workspace),
     )
+    arguments = {name: value for item in sets for name, value in item.to_dict().items()}
     stream = sys.stdout if verbose else ExecutorNoiseFilter(sys.stdout)
     with contextlib.redirect_stdout(stream), warnings.catch_warnings():
         # Running the steps in this interpreter instead of their image is the point here.
         warnings.filterwarnings("ignore", "You may be attemping to run a task", RuntimeWarning)
-        return fashion_mnist(**asdict(params)).outputs
+        return fashion_mnist(target="local", **arguments).outputs
 
 
-def write_manifests(params, directory: Path) -> list[Path]:
-    """Write the PyTorchJob and InferenceService these parameters give on a cluster."""
-    import yaml
-
-    from pipelines.commands.render import KINDS
+def write_manifests(job: TrainingJob, serving: Serving, directory: Path) -> list[Path]:
+    """Write the PyTorchJob, TrainJob and InferenceService these parameters give on a cluster."""
+    from pipelines.commands.render import dump_yaml, inferenceservice_object, training_job_object
 
     directory.mkdir(parents=True, exist_ok=True)
-    cluster_params = replace(params, backend="pytorchjob")
+    objects = {
+        "pytorchjob": training_job_object(job, "pytorchjob", "fmnist-train", None),
+        "trainjob": training_job_object(job, "trainjob", "fmnist-train", None),
+        "inferenceservice": inferenceservice_object(serving, None, legacy=False),
+    }
     written = []
-    for name in ("pytorchjob", "inferenceservice"):
+    for name, obj in objects.items():
         path = directory / f"{name}.yaml"
-        build_args = argparse.Namespace(job_name="fmnist-train")
-        path.write_text(
-            yaml.safe_dump(KINDS[name].build(cluster_params, build_args), sort_keys=False)
-        )
+        with path.open("w") as stream:
+            dump_yaml(obj, stream)
         written.append(path)
     return written
 
 
-def print_summary(params, outputs: dict, manifests: list[Path], seconds: float) -> None:
+def link_latest(run_dir: Path) -> None:
+    """Point ``<runs>/latest`` at this run's directory."""
+    latest = run_dir.parent / "latest"
+    if latest.is_symlink() or not latest.exists():
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(run_dir.name)
+
+
+def print_summary(serving: Serving, outputs, report: Path, manifests, seconds: float) -> None:
     """Accuracy, loss, the gate's outcome, and where the files are."""
     accuracy = outputs["accuracy"]
     metrics = outputs["metrics"]
     gate = (
         "passed: the local predictor was started, checked on test images, and stopped"
-        if accuracy >= params.min_accuracy
+        if accuracy >= serving.min_accuracy
         else "not passed: nothing deployed"
     )
     rows = [
         ("accuracy", f"{accuracy:.4f}"),
         ("loss", f"{metrics.metadata.get('loss', float('nan')):.4f}"),
-        ("gate", f"accuracy >= {params.min_accuracy}: {gate}"),
+        ("gate", f"accuracy >= {serving.min_accuracy}: {gate}"),
         ("model", outputs["model"].path),
+        ("report", report),
+        ("markdown", outputs["report"].path),
         ("metrics", metrics.path),
-        ("report", outputs["report"].path),
         ("manifests", ", ".join(str(path) for path in manifests)),
     ]
     print(f"\nfmnist run: finished in {seconds:.1f} s")

@@ -10,8 +10,16 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from components.specs.table import text_table
 from pipelines.cli import UsageError
-from pipelines.remote import add_pipeline_flags, add_server_flags, connect, quiet, ui_url
+from pipelines.remote import (
+    add_pipeline_flags,
+    add_server_flags,
+    check_host,
+    connect,
+    quiet,
+    ui_url,
+)
 
 DESCRIPTION = """\
 Schedule a pipeline: upload it as a new version (like fmnist submit) and create a
@@ -216,6 +224,7 @@ def schedule_command(args: argparse.Namespace) -> int:
 
 def manage(args: argparse.Namespace) -> int:
     """``--list``, ``--disable ID`` or ``--delete ID``."""
+    check_host(args.host, args.token)
     client = connect(args.host, args.token, args.namespace)
     with quiet(args.host):  # silences the client's prints, so ours come after
         if args.disable:
@@ -251,8 +260,4 @@ def recurring_table(runs) -> str:
                 run.display_name,
             ]
         )
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
+    return text_table(rows)

@@ -1,13 +1,18 @@
-"""``fmnist submit``: upload a pipeline version to Kubeflow Pipelines and start a run."""
+"""``fmnist submit``: upload a pipeline version, start a run, optionally follow it."""
 
 import argparse
+import time
 
 from pipelines.remote import add_pipeline_flags, add_server_flags, quiet, timestamp, ui_url
 
+WAIT_CHUNK_SECONDS = 5  # one round of the client's wait call (its own poll interval)
+ENDED = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")  # a run's final states (v2beta1)
+
 DESCRIPTION = """\
-Compile a pipeline (or take --package), upload it to Kubeflow Pipelines as a new version
-of its pipeline (created on first upload), start a run in --experiment with the --param
-values, and print the run's URL.
+Compile a pipeline in the variant the server runs (or take --package), upload it to
+Kubeflow Pipelines as a new version of its pipeline (created on first upload), start a
+run in --experiment with the --param values, and print the run's URL. With --wait, follow
+the run to its end and exit non-zero unless it succeeds.
 """
 EPILOG = """\
 examples:
@@ -35,6 +40,12 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--no-cache", action="store_true", help="run every step, ignoring cached results"
     )
+    parser.add_argument(
+        "--wait", action="store_true", help="follow the run, printing its state, until it ends"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=24 * 3600, help="--wait: give up after this many seconds"
+    )
     parser.set_defaults(handler=submit_command)
 
 
@@ -53,5 +64,34 @@ def submit_command(args: argparse.Namespace) -> int:
             enable_caching=False if args.no_cache else None,
         )
     print(f"pipeline {uploaded.name}: version {uploaded.version_id}")
-    print(f"run {run.run_id}: {ui_url(args.host, f'runs/details/{run.run_id}')}")
-    return 0
+    print(f"run {run.run_id}: {ui_url(args.host, f'runs/details/{run.run_id}')}", flush=True)
+    if not args.wait:
+        return 0
+    state = follow(uploaded.client, run.run_id, args.host, args.timeout)
+    return 0 if state == "SUCCEEDED" else 1
+
+
+def follow(client, run_id: str, host: str, timeout: float) -> str:
+    """Follow the run to its end, printing each new state; return the last state.
+
+    The client's own wait call returns once the run succeeded, failed, errored or was
+    skipped; it never returns for a canceled run (kfp 2.17 ``Client.wait_for_run_completion``),
+    so it waits in short rounds and the state is read between them.
+    """
+    deadline, state = time.monotonic() + timeout, None
+    while True:
+        left = deadline - time.monotonic()
+        with quiet(host):
+            try:
+                run = client.wait_for_run_completion(run_id, timeout=min(WAIT_CHUNK_SECONDS, left))
+                finished = True
+            except TimeoutError:
+                run, finished = client.get_run(run_id), False
+        if run.state != state:
+            state = run.state
+            print(f"run {run_id}: {state}", flush=True)
+        if finished or state in ENDED:
+            return state
+        if time.monotonic() >= deadline:
+            print(f"run {run_id}: still {state} after {timeout:g} s; not waiting longer")
+            return state

@@ -1,25 +1,24 @@
 """The tune step through ``.python_func``, with the Kubernetes API faked at the client boundary.
 
-``fake_k8s`` (tests/conftest.py) stands in for ``CustomObjectsApi``: Katib's side (the
-Experiment's status, its Trial objects) is scripted, and the tests check the exact
-Experiment sent, the outputs, and what happens when it fails, ends empty, or times out.
+``fake_k8s`` (tests/fake_kube.py) stands in for the ``kubernetes`` client: Katib's side
+(the Experiment's status, its Trial objects) is scripted, and the tests check the exact
+Experiment sent, the outputs, and what happens when it fails, ends empty, times out, or is
+retried. Katib's trial status fields are those of kubeflow/katib v0.19.0
+``pkg/apis/controller/trials/v1beta1/trial_types.go`` and ``experiments/v1beta1/
+experiment_types.go`` (``currentOptimalTrial``).
 """
-
-from dataclasses import asdict
 
 import pytest
 from kfp import dsl
 
-import components.katib as katib
-from components.katib import ExperimentFailed, best_trial, trial_from
-from components.params import DEFAULTS
-from components.sweep import SweepConfig
+from components.runtime import katib, waiting
+from components.runtime.katib import ExperimentFailed, best_trial, trial_from
+from components.runtime.objects import NotOurs
+from components.specs.params import TrainingJob
+from components.specs.sweep import Sweep
+from components.steps.tune import tune
 
-JOB_PARAMS = {
-    name: value
-    for name, value in asdict(DEFAULTS).items()
-    if name in katib.tune_hyperparameters.component_spec.inputs
-}
+DEFAULTS = TrainingJob()
 GRID = dict(
     algorithm="grid",
     lr_min=0.01,
@@ -32,7 +31,7 @@ GRID = dict(
     max_failed_trials=1,
     seed=5,
 )
-SWEEP = {**{k: v for k, v in asdict(SweepConfig()).items()}, **GRID}
+SWEEP = Sweep(**GRID, sweep_timeout_seconds=60)
 
 
 def condition(kind: str, reason: str = "", message: str = "") -> dict:
@@ -81,9 +80,11 @@ SUCCEEDED = {
 
 
 @pytest.fixture
-def step(tmp_path, packed_small, monkeypatch):
+def step(tmp_path, packed_small, monkeypatch, fake_k8s):
     """Call the tune step as the KFP launcher would; return its outputs."""
+    monkeypatch.setattr(waiting, "POLL_SECONDS", 0.01)
     monkeypatch.setattr(katib, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr("components.runtime.training.current_namespace", lambda: "team-a")
     workspace = tmp_path / "kfp-workspace"
     task_config = dsl.TaskConfig(
         volumes=[
@@ -92,21 +93,14 @@ def step(tmp_path, packed_small, monkeypatch):
         volume_mounts=[{"name": "kfp-workspace", "mountPath": str(workspace)}],
     )
 
-    def call(**changes):
-        arguments = {
-            **JOB_PARAMS,
-            **SWEEP,
-            "namespace": "team-a",
-            "workers": 2,
-            "sweep_timeout_seconds": 60,
-            **changes,
-        }
-        return katib.tune_hyperparameters.python_func(
+    def call(sweep=SWEEP, **changes):
+        return tune.python_func(
             dataset=dsl.Dataset(uri=str(packed_small)),
+            job=TrainingJob(**{"workers": 2, **changes}).to_dict(),
+            sweep=sweep.to_dict(),
             workspace_path=str(workspace),
             run_id="4d2c9e1b-1111",
             task_config=task_config,
-            **arguments,
         )
 
     call.workspace = workspace
@@ -124,12 +118,14 @@ def test_creates_the_experiment_and_outputs_the_best_trial(
             katib_trial("tune-def", "0.01", "1", "Failed"),
         ],
     ]
-    assert step() == (0.05, 2, DEFAULTS.momentum, 0.8312)
+    job, accuracy = step()
+    assert accuracy == 0.8312
+    assert TrainingJob.from_dict(job) == TrainingJob(workers=2, lr=0.05, epochs=2)
 
     (experiment,) = fake_k8s.custom.created("experiments")
     trial_job = validate_katib_experiment(experiment)
     name = experiment["metadata"]["name"]
-    assert name.startswith("fmnist-tune-4d2c9e1b-")
+    assert name == "fmnist-tune-4d2c9e1b1111"
     assert experiment["metadata"]["namespace"] == "team-a"
     assert experiment["spec"]["algorithm"] == {
         "algorithmName": "grid",
@@ -185,16 +181,38 @@ def test_an_experiment_without_a_best_trial_fails_the_step(step, fake_k8s):
 
 def test_timeout_deletes_the_experiment(step, fake_k8s):
     fake_k8s.custom.statuses["experiments"] = [RUNNING]
-    with pytest.raises(TimeoutError, match="did not finish within 0 s"):
-        step(sweep_timeout_seconds=0)
+    with pytest.raises(TimeoutError, match="did not finish within 1 s"):
+        step(Sweep(**GRID, sweep_timeout_seconds=1))
     assert fake_k8s.custom.verbs()[-1] == ("delete", "experiments")
 
 
-def test_a_bad_sweep_fails_before_anything_is_created(step, fake_k8s):
-    with pytest.raises(ValueError, match="lr_step must be set for the grid algorithm"):
-        step(lr_step=None)
-    assert fake_k8s.custom.calls == []
-    assert not step.workspace.exists()
+def test_a_retried_step_adopts_its_experiment(step, fake_k8s):
+    fake_k8s.custom.statuses["experiments"] = [SUCCEEDED]
+    step()
+    step()
+    assert len(fake_k8s.custom.created("experiments")) == 1
+    with pytest.raises(NotOurs, match="Experiment team-a/fmnist-tune-4d2c9e1b1111 exists"):
+        step(Sweep(**{**GRID, "seed": 6}))
+
+
+def test_trials_are_trainjobs_where_the_cluster_serves_only_trainjobs(
+    step, fake_k8s, crd_schemas, validate_katib_experiment
+):
+    """Katib v0.19.0 runs TrainJob trials with its TrainJob defaults (constants.go)."""
+    fake_k8s.served = {"trainer.kubeflow.org/v1alpha1": ["trainjobs"]}
+    schema = crd_schemas[("trainer.kubeflow.org/v1alpha1", "TrainJob")]
+    fake_k8s.serve_schema("trainer.kubeflow.org/v1alpha1", "TrainJob", schema)
+    fake_k8s.custom.statuses["experiments"] = [SUCCEEDED]
+    step()
+    (experiment,) = fake_k8s.custom.created("experiments")
+    trial_job = validate_katib_experiment(experiment)
+    assert trial_job["kind"] == "TrainJob"
+    template = experiment["spec"]["trialTemplate"]
+    assert template["primaryContainerName"] == "node"
+    assert (
+        template["successCondition"] == 'status.conditions.#(type=="Complete")#|#(status=="True")#'
+    )
+    assert "--lr=0.01" in trial_job["spec"]["trainer"]["args"]
 
 
 def test_searched_momentum_is_an_output(step, fake_k8s):
@@ -207,8 +225,9 @@ def test_searched_momentum_is_an_output(step, fake_k8s):
         ],
     }
     fake_k8s.custom.statuses["experiments"] = [{**SUCCEEDED, "currentOptimalTrial": best}]
-    outputs = step(algorithm="random", lr_step=None, momentum_min=0.8, momentum_max=0.95)
-    assert outputs == (0.02, 3, 0.85, 0.8312)
+    sweep = Sweep(algorithm="random", momentum_min=0.8, momentum_max=0.95)
+    job, accuracy = step(sweep)
+    assert (job["lr"], job["epochs"], job["momentum"], accuracy) == (0.02, 3, 0.85, 0.8312)
 
 
 def test_reading_trials_and_the_optimal_trial():
@@ -229,3 +248,18 @@ def test_reading_trials_and_the_optimal_trial():
         0.8312,
     )
     assert best_trial({"status": {}}) is None
+
+
+def test_a_bad_sweep_fails_before_anything_is_created(step, fake_k8s):
+    bad = {**SWEEP.to_dict(), "lr_step": None}
+    with pytest.raises(ValueError, match="lr_step must be set for the grid algorithm"):
+        tune.python_func(
+            dataset=dsl.Dataset(uri="unused"),
+            job=TrainingJob().to_dict(),
+            sweep=bad,
+            workspace_path=str(step.workspace),
+            run_id="r",
+            task_config=dsl.TaskConfig(),
+        )
+    assert fake_k8s.custom.calls == []
+    assert not step.workspace.exists()

@@ -11,17 +11,12 @@ import sys
 
 import pytest
 
-from components.manifests import (
-    KATIB_FAILURE_CONDITION,
-    KATIB_SUCCESS_CONDITION,
-    TrainerFlags,
-    katib_experiment,
-    katib_trial_flags,
-    pytorchjob,
-    resources,
-    trainer_args,
-)
-from components.sweep import SweepConfig
+from components.specs import katib
+from components.specs.kinds import PYTORCHJOB_KIND
+from components.specs.params import TrainingJob
+from components.specs.pods import Placement, TrainerFlags
+from components.specs.pytorchjob import pytorchjob
+from components.specs.sweep import Sweep
 from trainer.metrics import KATIB_METRICS_FILTER, metric_series, parse_metric_lines
 
 FLAGS = TrainerFlags(
@@ -44,22 +39,25 @@ def seeded(algorithm: str, seed: int) -> dict:
     }
 
 
-def build(sweep: SweepConfig, workers: int = 2) -> dict:
-    args = trainer_args(katib_trial_flags(FLAGS, sweep, ROOT))
+KATIB_SUCCESS_CONDITION = katib.TRIAL_SETTINGS["PyTorchJob"]["successCondition"]
+KATIB_FAILURE_CONDITION = katib.TRIAL_SETTINGS["PyTorchJob"]["failureCondition"]
+
+
+def build(sweep: Sweep, workers: int = 2) -> dict:
+    args = katib.trial_flags(FLAGS, sweep, ROOT).args()
     job = pytorchjob(
         name=None,
         namespace=None,
-        image="ghcr.io/fmnist-pipeline/trainer:0.1.0",
+        job=TrainingJob(workers=workers),
         args=args,
-        queue_name="fmnist",
-        workers=workers,
-        resource_spec=resources("2", "4Gi"),
+        placement=Placement(),
     )
-    return katib_experiment(name="tune-1", namespace="team", sweep=sweep, trial_job=job)
+    template = katib.trial_template(sweep, PYTORCHJOB_KIND, job)
+    return katib.experiment(name="tune-1", namespace="team", sweep=sweep, template=template)
 
 
 def test_default_sweep_is_the_documented_experiment(validate_katib_experiment):
-    experiment = build(SweepConfig())
+    experiment = build(Sweep())
     validate_katib_experiment(experiment)
     spec = experiment["spec"]
     assert experiment["metadata"] == {"name": "tune-1", "namespace": "team"}
@@ -103,7 +101,7 @@ def test_default_sweep_is_the_documented_experiment(validate_katib_experiment):
 
 
 def test_conditions_are_katibs_defaults_for_kubeflow_jobs():
-    # Katib's experiment_defaults.go for TFJob/PyTorchJob/...; gjson syntax.
+    # kubeflow/katib v0.19.0 pkg/apis/controller/experiments/v1beta1/constants.go; gjson.
     assert KATIB_SUCCESS_CONDITION == 'status.conditions.#(type=="Succeeded")#|#(status=="True")#'
     assert KATIB_FAILURE_CONDITION == 'status.conditions.#(type=="Failed")#|#(status=="True")#'
 
@@ -112,7 +110,7 @@ def test_conditions_are_katibs_defaults_for_kubeflow_jobs():
     ("sweep", "algorithm", "parameters"),
     [
         (
-            SweepConfig(
+            Sweep(
                 algorithm="grid",
                 lr_min=0.01,
                 lr_max=0.05,
@@ -138,9 +136,7 @@ def test_conditions_are_katibs_defaults_for_kubeflow_jobs():
             ],
         ),
         (
-            SweepConfig(
-                lr_min=0.001, lr_max=0.2, momentum_min=0.5, momentum_max=0.95, seed=3, goal=0.92
-            ),
+            Sweep(lr_min=0.001, lr_max=0.2, momentum_min=0.5, momentum_max=0.95, seed=3, goal=0.92),
             seeded("random", 3),
             [
                 {
@@ -160,10 +156,10 @@ def test_conditions_are_katibs_defaults_for_kubeflow_jobs():
                 },
             ],
         ),
-        (SweepConfig(algorithm="tpe"), {"algorithmName": "tpe"}, None),
-        (SweepConfig(algorithm="sobol", seed=1), {"algorithmName": "sobol"}, None),
+        (Sweep(algorithm="tpe"), {"algorithmName": "tpe"}, None),
+        (Sweep(algorithm="sobol", seed=1), {"algorithmName": "sobol"}, None),
         (
-            SweepConfig(algorithm="bayesianoptimization", seed=2),
+            Sweep(algorithm="bayesianoptimization", seed=2),
             seeded("bayesianoptimization", 2),
             None,
         ),
@@ -182,7 +178,7 @@ def test_variants_are_valid(validate_katib_experiment, sweep, algorithm, paramet
 
 
 def test_trial_args_carry_placeholders_in_every_replica():
-    sweep = SweepConfig(momentum_min=0.8, momentum_max=0.95)
+    sweep = Sweep(momentum_min=0.8, momentum_max=0.95)
     job = build(sweep, workers=3)["spec"]["trialTemplate"]["trialSpec"]
     assert "name" not in job["metadata"] and "namespace" not in job["metadata"]
     for replica in ("Master", "Worker"):
@@ -201,20 +197,22 @@ def test_trial_args_carry_placeholders_in_every_replica():
 
 
 def test_trial_job_with_a_name_is_refused():
-    job = pytorchjob(name="fixed", namespace=None, image="i", args=[], queue_name="q")
+    job = pytorchjob(
+        name="fixed", namespace=None, job=TrainingJob(), args=[], placement=Placement()
+    )
     with pytest.raises(ValueError, match="metadata.name"):
-        katib_experiment(name="t", namespace="n", sweep=SweepConfig(), trial_job=job)
+        katib.trial_template(Sweep(), PYTORCHJOB_KIND, job)
 
 
 def test_schema_catches_what_the_crd_would_not(validate_katib_experiment):
-    experiment = build(SweepConfig())
+    experiment = build(Sweep())
     experiment["spec"]["objective"]["metricStrategy"] = "latest"  # a typo of metricStrategies
     with pytest.raises(Exception, match="metricStrategy"):
         validate_katib_experiment(experiment)
 
 
 def test_undeclared_placeholder_is_caught(validate_katib_experiment):
-    experiment = build(SweepConfig())
+    experiment = build(Sweep())
     master = experiment["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]
     master["Master"]["template"]["spec"]["containers"][0]["args"].append(
         "--seed=${trialParameters.seed}"
@@ -248,7 +246,7 @@ def test_filter_reads_accuracy_and_loss_from_the_real_trainer(packed_small, tmp_
         text=True,
         check=True,
     )
-    spec = build(SweepConfig())["spec"]
+    spec = build(Sweep())["spec"]
     (metrics_format,) = spec["metricsCollectorSpec"]["source"]["filter"]["metricsFormat"]
     wanted = [spec["objective"]["objectiveMetricName"], *spec["objective"]["additionalMetricNames"]]
     observed = parse_metric_lines(done.stdout.splitlines(), wanted)

@@ -1,15 +1,20 @@
-"""The pack-dataset and evaluate steps through ``.python_func`` on real FashionMNIST data."""
+"""The pack-dataset and evaluate steps through ``.python_func`` on real FashionMNIST data,
+and the evaluation report (Markdown, and HTML with charts)."""
 
 import contextlib
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from kfp import dsl
 
-from components.evaluate import evaluate
-from components.pack_dataset import pack_dataset
+from components.runtime.evaluation import Evaluation
+from components.runtime.report import markdown_report
+from components.specs.params import ParamError
+from components.steps.evaluate import evaluate
+from components.steps.pack import pack_dataset
 from trainer.data import CLASS_NAMES, load_packed
 
 
@@ -31,6 +36,7 @@ def evaluated(tmp_path_factory, trained_model_dir, packed_small):
         "metrics": dsl.Metrics(uri=str(out / "metrics")),
         "confusion_matrix": dsl.ClassificationMetrics(uri=str(out / "confusion")),
         "report": dsl.Markdown(uri=str(out / "report.md")),
+        "report_html": dsl.HTML(uri=str(out / "report.html")),
     }
     capture = out / "stdout.txt"
     with capture.open("w") as handle, contextlib.redirect_stdout(handle):
@@ -54,10 +60,12 @@ def test_evaluate_matches_the_trainers_own_test_pass(evaluated, trained_model_di
 def test_evaluate_prints_the_katib_metric_line(evaluated):
     outputs, accuracy, stdout = evaluated
     loss = outputs["metrics"].metadata["loss"]
-    assert (
+    line = (
         f"{{metricName: accuracy, metricValue: {accuracy:.4f}}};"
         f"{{metricName: loss, metricValue: {loss:.4f}}}"
-    ) in stdout.splitlines()
+    )
+    (printed,) = [text for text in stdout.splitlines() if text.endswith(line)]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z " + re.escape(line), printed)
 
 
 def test_evaluate_logs_the_confusion_matrix_with_class_names(evaluated, packed_small):
@@ -78,3 +86,36 @@ def test_evaluate_writes_a_markdown_report(evaluated):
         assert re.search(rf"^\| {re.escape(name)} \| \d+\.\d\d% \| ", report, re.MULTILINE)
     curve = [line for line in report.splitlines() if re.match(r"^\| [12] \| ", line)]
     assert len(curve) == 2  # two epochs in the trained model's history
+
+
+def test_pack_dataset_refuses_a_bad_limit_before_reading_anything(tmp_path):
+    dataset = dsl.Dataset(uri=str(tmp_path / "dataset"))
+    with pytest.raises(ParamError, match="train_limit must be an integer >= 1, got 0"):
+        pack_dataset.python_func(train_limit=0, test_limit=100, dataset=dataset)
+    assert not Path(dataset.path).exists()
+
+
+def test_evaluate_writes_a_self_contained_html_report_with_both_charts(evaluated):
+    outputs, accuracy, _ = evaluated
+    page = Path(outputs["report_html"].path).read_text()
+    assert f"Test accuracy <b>{accuracy:.2%}</b>" in page
+    assert page.count("<svg") == 2  # the training curve and the confusion heat map
+    assert "<script" not in page and "<link" not in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
+    for name in ("Test accuracy", "Loss", "predicted class", "true class"):
+        assert name in page
+    for name in CLASS_NAMES:
+        assert name in page
+
+
+def test_the_markdown_curve_bars_show_the_differences():
+    """83% and 92% must not draw bars of nearly the same length (they did: 17 and 18)."""
+    history = [
+        {"epoch": epoch, "accuracy": accuracy, "loss": 0.3, "train_loss": 0.4}
+        for epoch, accuracy in enumerate([0.83, 0.88, 0.92], 1)
+    ]
+    result = Evaluation(0.92, 0.3, np.eye(10, dtype=int), list(CLASS_NAMES))
+    report = markdown_report(result, {"history": history})
+    bars = [line.rsplit("|", 2)[1].strip() for line in report.splitlines() if "█" in line]
+    assert [len(bar) for bar in bars] == [1, 12, 20]
+    assert "from 83.00% (shortest) to 92.00% (longest)" in report

@@ -1,94 +1,135 @@
-"""Parameter checks: every bad value fails with a message naming the parameter and its range."""
-
-from dataclasses import asdict
+"""The parameter sets: defaults, every range check, and the validate steps that apply them."""
 
 import pytest
 
-from components.params import DEFAULTS, ParamError, PipelineParams, is_mig_profile
-from components.validate_params import validate_params
+from components.specs.params import (
+    DataSlice,
+    ParamError,
+    Serving,
+    TrainingJob,
+    check_target,
+    is_mig_profile,
+)
+from components.steps.validate import validate_serving, validate_training
+from trainer.config import TrainConfig
 
 
-def test_defaults_are_valid_and_follow_the_trainer():
-    from trainer.config import TrainConfig
-
-    train = TrainConfig()
-    assert (DEFAULTS.epochs, DEFAULTS.batch_size, DEFAULTS.lr, DEFAULTS.momentum) == (
+def test_training_defaults_follow_the_trainer():
+    train, job = TrainConfig(), TrainingJob()
+    assert (job.epochs, job.batch_size, job.lr, job.momentum, job.optimizer) == (
         train.epochs,
         train.batch_size,
         train.lr,
         train.momentum,
+        train.optimizer,
     )
-    assert DEFAULTS.processes == 2
+    assert (job.workers, job.processes, job.job_api, job.queue) == (2, 2, "auto", "fmnist-cpu")
 
 
 @pytest.mark.parametrize(
-    ("changes", "name", "allowed"),
+    ("changes", "queue", "shm"),
     [
-        (dict(backend="slurm"), "backend", "one of pytorchjob, local"),
-        (dict(epochs=0), "epochs", "an integer >= 1"),
-        (dict(batch_size=-8), "batch_size", "an integer >= 1"),
-        (dict(lr=0.0), "lr", "a number > 0"),
-        (dict(momentum=1.0), "momentum", "in [0, 1)"),
-        (dict(optimizer="lbfgs"), "optimizer", "one of sgd, adamw"),
-        (dict(train_limit=0), "train_limit", "an integer >= 1"),
-        (dict(workers=0), "workers", "an integer >= 1"),
-        (dict(nproc_per_node=0), "nproc_per_node", "an integer >= 1"),
-        (dict(gpus_per_worker=-1), "gpus_per_worker", "an integer >= 0"),
-        (dict(gpu_resource="gpu"), "gpu_resource", "an extended resource name"),
-        (dict(gpu_resource="nvidia.com/GPU s"), "gpu_resource", "an extended resource name"),
+        ({}, "fmnist-cpu", False),
+        ({"nproc_per_node": 2}, "fmnist-cpu", True),
+        ({"gpus_per_worker": 1}, "fmnist-gpu", True),
+        ({"gpus_per_worker": 1, "gpu_resource": "nvidia.com/mig-1g.10gb"}, "fmnist-mig", True),
+        ({"gpus_per_worker": 1, "queue_name": "team-a"}, "team-a", True),
+    ],
+)
+def test_queue_follows_the_gpus_and_shm_the_processes(changes, queue, shm):
+    job = TrainingJob(**changes)
+    assert (job.queue, job.needs_shm) == (queue, shm)
+
+
+@pytest.mark.parametrize(
+    ("cls", "changes", "name", "allowed"),
+    [
+        (TrainingJob, dict(epochs=0), "epochs", "an integer >= 1"),
+        (TrainingJob, dict(batch_size=-8), "batch_size", "an integer >= 1"),
+        (TrainingJob, dict(lr=0.0), "lr", "a number > 0"),
+        (TrainingJob, dict(momentum=1.0), "momentum", "in [0, 1)"),
+        (TrainingJob, dict(optimizer="lbfgs"), "optimizer", "one of sgd, adamw"),
+        (TrainingJob, dict(workers=0), "workers", "an integer >= 1"),
+        (TrainingJob, dict(nproc_per_node=0), "nproc_per_node", "an integer >= 1"),
+        (TrainingJob, dict(gpus_per_worker=-1), "gpus_per_worker", "an integer >= 0"),
+        (TrainingJob, dict(gpu_resource="gpu"), "gpu_resource", "an extended resource name"),
         (
+            TrainingJob,
             dict(gpus_per_worker=2, nproc_per_node=2, gpu_resource="nvidia.com/mig-1g.10gb"),
             "gpus_per_worker",
             "1 with a MIG profile",
         ),
         (
+            TrainingJob,
             dict(gpus_per_worker=4, nproc_per_node=2),
             "nproc_per_node",
             "equal to gpus_per_worker (4)",
         ),
-        (dict(cpu="two"), "cpu", "a Kubernetes quantity"),
-        (dict(memory="4 GB"), "memory", "a Kubernetes quantity"),
-        (dict(queue_name=""), "queue_name", "a LocalQueue name"),
-        (dict(priority_class="High!"), "priority_class", "empty or a lowercase DNS subdomain"),
-        (dict(namespace="Team_A"), "namespace", "empty or a lowercase DNS label"),
-        (dict(timeout_seconds=0), "timeout_seconds", "an integer >= 1"),
-        (dict(min_accuracy=1.5), "min_accuracy", "in [0, 1]"),
-        (dict(min_accuracy=-0.1), "min_accuracy", "in [0, 1]"),
-        (dict(model_name="Fashion_MNIST"), "model_name", "a lowercase DNS label"),
-        (dict(model_name="m" * 46), "model_name", "at most 45 characters"),
-        (dict(model_pvc="Models"), "model_pvc", "a PVC name"),
-        (dict(deployment_mode="Serverless"), "deployment_mode", "one of Standard, Knative"),
-        (dict(serving_min_replicas=0), "serving_min_replicas", "an integer >= 1 (Standard mode)"),
+        (TrainingJob, dict(cpu="two"), "cpu", "a Kubernetes quantity"),
+        (TrainingJob, dict(memory="4 GB"), "memory", "a Kubernetes quantity"),
+        (TrainingJob, dict(shm_size="lots"), "shm_size", "a Kubernetes quantity"),
+        (TrainingJob, dict(queue_name="Team_A"), "queue_name", "empty or a DNS label"),
+        (TrainingJob, dict(priority_class="High!"), "priority_class", "empty or a lowercase"),
+        (TrainingJob, dict(timeout_seconds=0), "timeout_seconds", "an integer >= 1"),
+        (TrainingJob, dict(job_api="mpijob"), "job_api", "one of auto, pytorchjob, trainjob"),
+        (TrainingJob, dict(trainjob_runtime="Torch"), "trainjob_runtime", "a ClusterTraining"),
+        (TrainingJob, dict(trainer_image=" "), "trainer_image", "an image"),
+        (Serving, dict(min_accuracy=1.5), "min_accuracy", "in [0, 1]"),
+        (Serving, dict(min_accuracy=-0.1), "min_accuracy", "in [0, 1]"),
+        (Serving, dict(model_name="Fashion_MNIST"), "model_name", "a lowercase DNS label"),
+        (Serving, dict(model_name="m" * 46), "model_name", "at most 45 characters"),
+        (Serving, dict(model_pvc="Models"), "model_pvc", "a PVC name"),
+        (Serving, dict(deployment_mode="Raw"), "deployment_mode", "one of Standard, Knative"),
+        (Serving, dict(serving_min_replicas=0), "serving_min_replicas", ">= 1 (Standard mode)"),
         (
+            Serving,
             dict(serving_min_replicas=3, serving_max_replicas=2),
             "serving_max_replicas",
             ">= max(1, serving_min_replicas)",
         ),
-        (dict(serving_gpus=-1), "serving_gpus", "an integer >= 0"),
-        (dict(trainer_image=" "), "trainer_image", "an image reference"),
+        (Serving, dict(serving_gpus=-1), "serving_gpus", "an integer >= 0"),
+        (Serving, dict(serving_gpu_resource="gpu"), "serving_gpu_resource", "an extended"),
+        (Serving, dict(serving_timeout_seconds=0), "serving_timeout_seconds", "an integer >= 1"),
+        (DataSlice, dict(train_limit=0), "train_limit", "an integer >= 1"),
+        (DataSlice, dict(test_limit=2.5), "test_limit", "an integer >= 1"),
     ],
 )
-def test_bad_values_name_the_parameter_and_its_range(changes, name, allowed):
+def test_bad_values_name_the_parameter_and_its_range(cls, changes, name, allowed):
     with pytest.raises(ParamError) as error:
-        PipelineParams(**changes)
+        cls(**changes)
     assert error.value.name == name
     assert str(error.value).startswith(f"{name} must be ")
     assert allowed in str(error.value)
 
 
 @pytest.mark.parametrize(
-    "changes",
+    ("cls", "changes"),
     [
-        dict(gpus_per_worker=1, gpu_resource="nvidia.com/mig-1g.10gb"),
-        dict(gpus_per_worker=8, nproc_per_node=8, gpu_resource="amd.com/gpu"),
-        dict(deployment_mode="Knative", serving_min_replicas=0),
-        dict(cpu="500m", memory="512Mi", priority_class="batch-low", namespace="team-a"),
-        dict(min_accuracy=0.0),
-        dict(min_accuracy=1.0),
+        (TrainingJob, dict(gpus_per_worker=1, gpu_resource="nvidia.com/mig-1g.10gb")),
+        (TrainingJob, dict(gpus_per_worker=8, nproc_per_node=8, gpu_resource="amd.com/gpu")),
+        (TrainingJob, dict(cpu="500m", memory="512Mi", priority_class="batch-low")),
+        (TrainingJob, dict(job_api="trainjob", trainjob_runtime="fmnist-torch-distributed")),
+        (Serving, dict(deployment_mode="Knative", serving_min_replicas=0)),
+        (Serving, dict(deployment_mode="Serverless", serving_min_replicas=0)),
+        (Serving, dict(min_accuracy=0.0)),
+        (Serving, dict(min_accuracy=1.0)),
     ],
 )
-def test_good_values_pass(changes):
-    assert PipelineParams(**changes)
+def test_good_values_pass(cls, changes):
+    assert cls(**changes)
+
+
+@pytest.mark.parametrize(
+    ("given", "mode"),
+    [
+        ("Standard", "Standard"),
+        ("RawDeployment", "Standard"),
+        ("Knative", "Knative"),
+        ("Serverless", "Knative"),
+    ],
+)
+def test_both_kserve_namings_mean_the_same_mode(given, mode):
+    assert Serving(deployment_mode=given, serving_min_replicas=1).mode == mode
 
 
 def test_mig_profiles_are_recognised():
@@ -97,11 +138,58 @@ def test_mig_profiles_are_recognised():
     assert not is_mig_profile("nvidia.com/gpu")
 
 
-def test_validate_params_step_accepts_the_defaults(capsys):
-    validate_params.python_func(**asdict(DEFAULTS))
-    assert "PipelineParams(backend='pytorchjob'" in capsys.readouterr().out
+def test_target_is_cluster_or_local():
+    assert check_target("local") == "local"
+    with pytest.raises(ParamError, match="target must be one of cluster, local, got 'pytorchjob'"):
+        check_target("pytorchjob")
 
 
-def test_validate_params_step_fails_naming_the_parameter():
+def test_a_set_rebuilt_from_a_kfp_struct_has_its_types_back():
+    """KFP passes a dict output as a protobuf Struct: every number arrives as a float."""
+    job = TrainingJob(epochs=3, gpus_per_worker=1)
+    struct = {k: float(v) if isinstance(v, int) else v for k, v in job.to_dict().items()}
+    assert TrainingJob.from_dict(struct) == job
+    assert isinstance(TrainingJob.from_dict(struct).epochs, int)
+    with pytest.raises(ParamError, match="TrainingJob must be made of"):
+        TrainingJob.from_dict({**job.to_dict(), "namespace": "team-a"})
+
+
+def test_validate_training_step_returns_the_checked_set_locally():
+    checked = validate_training.python_func(target="local", **TrainingJob().to_dict())
+    assert checked == TrainingJob().to_dict()
+
+
+def test_validate_steps_fail_naming_the_parameter_before_any_cluster_call(fake_k8s):
     with pytest.raises(ParamError, match="workers must be an integer >= 1, got 0"):
-        validate_params.python_func(**{**asdict(DEFAULTS), "workers": 0})
+        validate_training.python_func(target="cluster", **{**TrainingJob().to_dict(), "workers": 0})
+    with pytest.raises(ParamError, match="target must be one of cluster, local"):
+        validate_serving.python_func(target="kubeflow", **Serving().to_dict())
+    assert fake_k8s.custom.calls == []
+
+
+def test_validate_training_on_a_cluster_without_a_job_api_names_both_crds(fake_k8s):
+    from components.runtime.discovery import ClusterMismatch
+
+    fake_k8s.served = {}
+    with pytest.raises(ClusterMismatch) as error:
+        validate_training.python_func(target="cluster", **TrainingJob().to_dict())
+    message = str(error.value)
+    assert "pytorchjobs.kubeflow.org (kubeflow.org/v1)" in message
+    assert "trainjobs.trainer.kubeflow.org (trainer.kubeflow.org/v1alpha1)" in message
+    assert "docs/operations.md" in message
+
+
+def test_validate_serving_refuses_a_control_plane_namespace(fake_k8s, monkeypatch):
+    """KServe's pod mutator skips namespaces labelled control-plane.
+
+    kserve v0.15.2 config/webhook/manifests.yaml: the pod-mutator webhook's
+    namespaceSelector is ``control-plane DoesNotExist``.
+    """
+    from components.runtime import checks
+
+    monkeypatch.setattr(checks, "current_namespace", lambda: "kubeflow")
+    fake_k8s.core.namespace_labels["kubeflow"] = {"control-plane": "kubeflow"}
+    with pytest.raises(checks.UnusableCluster, match="labelled control-plane=kubeflow"):
+        validate_serving.python_func(target="cluster", **Serving().to_dict())
+    fake_k8s.core.namespace_labels["kubeflow"] = {"kubernetes.io/metadata.name": "kubeflow"}
+    assert validate_serving.python_func(target="cluster", **Serving().to_dict())["model_name"]

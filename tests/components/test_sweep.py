@@ -2,11 +2,11 @@
 
 import pytest
 
-from components.sweep import SweepConfig, Trial, grid_points, parameter_values, rank_trials
+from components.specs.sweep import Sweep, Trial, grid_points, parameter_values, rank_trials
 
 
 def test_defaults_are_valid_and_search_lr_and_epochs():
-    sweep = SweepConfig()
+    sweep = Sweep()
     assert sweep.parameter_names == ("lr", "epochs")
     assert sweep.bounds("lr") == (0.0005, 0.005, None)
 
@@ -24,6 +24,7 @@ def test_defaults_are_valid_and_search_lr_and_epochs():
         ({"max_trials": 0}, "max_trials must be an integer >= 1"),
         ({"max_trials": 2, "parallel_trials": 3}, r"parallel_trials must be 1..max_trials \(2\)"),
         ({"max_failed_trials": 13}, r"max_failed_trials must be 0..max_trials \(12\)"),
+        ({"sweep_timeout_seconds": 0}, "sweep_timeout_seconds must be an integer >= 1"),
         ({"goal": 1.5}, "goal must be an accuracy in"),
         ({"seed": -1}, "seed must be an integer >= 0"),
         ({"algorithm": "grid"}, "lr_step must be set for the grid algorithm"),
@@ -31,12 +32,15 @@ def test_defaults_are_valid_and_search_lr_and_epochs():
             {"algorithm": "grid", "lr_step": 0.05, "momentum_min": 0.5, "momentum_max": 0.9},
             "momentum_step must be set for grid",
         ),
-        ({"algorithm": "grid", "lr_step": 0.1}, r"max_trials must be <= the grid.s 7 points"),
+        (
+            {"algorithm": "grid", "lr_step": 0.1, "max_trials": 8},
+            r"max_trials must be <= the grid.s 7 points",
+        ),
     ],
 )
 def test_bad_values_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        SweepConfig(**kwargs)
+        Sweep(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -58,11 +62,11 @@ def test_bad_values_name_the_field(kwargs, message):
     ],
 )
 def test_grid_values_follow_katib(name, kwargs, values):
-    assert parameter_values(SweepConfig(**kwargs), name) == values
+    assert parameter_values(Sweep(**kwargs), name) == values
 
 
 def test_grid_points_are_the_product_and_cap_max_trials():
-    sweep = SweepConfig(
+    sweep = Sweep(
         algorithm="grid",
         lr_min=0.01,
         lr_max=0.05,
@@ -89,3 +93,33 @@ def test_ranking_keeps_succeeded_trials_best_first_and_first_on_ties():
         Trial("e", {}, "MetricsUnavailable", {}),
     ]
     assert [trial.name for trial in rank_trials(trials)] == ["c", "a", "d"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "trials", "parallel", "failed"),
+    [
+        ({}, 12, 3, 3),
+        # grid without max_trials runs the whole grid, in the pipeline as in the CLI
+        ({"algorithm": "grid", "lr_min": 0.01, "lr_max": 0.05, "lr_step": 0.04}, 14, 3, 3),
+        ({"algorithm": "grid", "lr_step": 0.0045, "epochs_min": 2, "epochs_max": 2}, 2, 2, 2),
+        ({"max_trials": 5, "parallel_trials": 5}, 5, 5, 3),
+    ],
+)
+def test_budget_defaults_follow_the_search_space(kwargs, trials, parallel, failed):
+    sweep = Sweep(**kwargs)
+    assert (sweep.max_trials, sweep.parallel_trials, sweep.max_failed_trials) == (
+        trials,
+        parallel,
+        failed,
+    )
+
+
+def test_a_sweep_survives_a_round_trip_through_a_kfp_struct():
+    sweep = Sweep(algorithm="grid", lr_step=0.0045, seed=3)
+    as_struct = {
+        name: float(value) if isinstance(value, int) else value
+        for name, value in sweep.to_dict().items()
+    }
+    restored = Sweep.from_dict(as_struct)
+    assert restored == sweep
+    assert isinstance(restored.epochs_min, int) and isinstance(restored.seed, int)

@@ -148,7 +148,7 @@ def test_dockerignore_keeps_local_state_out():
         ".env",
     ):
         assert ignored(path, patterns), path
-    for path in ("pyproject.toml", "README.md", "trainer/train.py", "components/k8s.py"):
+    for path in ("pyproject.toml", "README.md", "trainer/train.py", "components/runtime/kube.py"):
         assert not ignored(path, patterns), path
 
 

@@ -1,73 +1,120 @@
-"""The Role in k8s/rbac grants exactly the API calls the steps' code makes.
+"""The RBAC of k8s/rbac grants exactly the API calls the steps' code makes.
 
-The calls are derived from the source, not listed by hand: every function in
-components/ is read with ``ast``, calls to the Kubernetes client
-(``<verb>_namespaced_<kind>``) become ``(apiGroup, resource, verb)`` triples, and a
-custom object's group and plural are followed from the ``CustomResource`` constant at the
-call site through the project's own wrappers (``kube.create(PYTORCHJOB, ...)``,
-``apply(kube, INFERENCESERVICE, ...)``) to the client call that uses them.
+The calls are derived from the source, not listed by hand. Every function in
+``components/`` (all its subpackages) is read with ``ast``. A call of a method of the
+``kubernetes`` client (any ``*Api`` class of ``kubernetes.client``) becomes an RBAC triple
+``(apiGroup, resource, verb)`` taken from the request that method sends: the path template
+and HTTP method the generated client passes to ``call_api`` (kubernetes-client/python
+30.1.0: ``AppsV1Api.list_namespaced_deployment`` sends ``GET
+/apis/apps/v1/namespaces/{namespace}/deployments``, i.e. ``list`` on ``deployments`` of
+``apps``), mapped to verbs as the API server does (Kubernetes docs, "Authorization",
+request verbs). A path outside ``namespaces/{namespace}`` is cluster-scoped and needs a
+ClusterRole; everything else goes in the Role.
+
+A custom object's group and plural are placeholders of that path: they are followed from
+the ``CustomResource`` at the call site through the project's own wrappers
+(``kube.create(PYTORCHJOB, ...)``, ``create_or_adopt(kube, EXPERIMENT, ...)``) to the client
+call. The launcher handles job kinds only through ``JobKind`` objects, so a resource written
+``<something>.resource`` (``target.kind.resource``) stands for the ``.resource`` of every
+such object ``components/`` defines (the JobKinds of PyTorchJob and TrainJob).
+
+``pipelines/`` (the CLI, which acts with the user's own credentials) is not part of this.
+Discovery and OpenAPI documents (``KubeClient.served_resources``/``openapi_schema``) are
+non-resource URLs every authenticated user may read (the ``system:discovery`` ClusterRole).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
+import inspect
+import itertools
 import re
 import types
 from dataclasses import dataclass
 from pathlib import Path
 
+import kubernetes.client
 import pytest
 
-from components.manifests import CustomResource
+from components.specs.kinds import CustomResource
 
 REPO = Path(__file__).resolve().parents[2]
-STEP_CODE = sorted((REPO / "components").glob("*.py"))
-CLIENT_CALL = re.compile(r"(create|read|get|list|replace|patch|delete)_namespaced_(\w+)")
+STEP_CODE = sorted((REPO / "components").rglob("*.py"))
+CLIENT_METHOD = re.compile(r"(create|read|get|list|replace|patch|delete|connect)_\w+")
+CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'([A-Z]+)'")
+# HTTP method -> RBAC verb, for a request on one object / on a collection.
 VERBS = {
-    "create": "create",
-    "read": "get",
-    "get": "get",
-    "list": "list",
-    "replace": "update",
-    "patch": "patch",
-    "delete": "delete",
+    "GET": ("get", "list"),
+    "POST": ("create", "create"),
+    "PUT": ("update", "update"),
+    "PATCH": ("patch", "patch"),
+    "DELETE": ("delete", "deletecollection"),
 }
-# Positions of group and plural in CustomObjectsApi's *_namespaced_custom_object calls.
-CUSTOM_ARGS = {"group": 0, "plural": 3}
+SERVICE_ACCOUNT = {"kind": "ServiceAccount", "name": "pipeline-runner", "namespace": "kubeflow"}
 
 
 @dataclass(frozen=True)
 class Ref:
-    """A resource not known inside the function: its parameter ``param``."""
+    """A part (``group`` or ``plural``) of the CustomResource in parameter ``param``."""
 
     param: str
+    part: str
+    suffix: str = ""  # a subresource, e.g. "/status"
 
 
 @dataclass(frozen=True)
 class Call:
-    """One API call: a verb on a resource, which may still be a parameter."""
+    """One API call; group and resource may still be parts of a parameter."""
 
     verb: str
     group: str | Ref
     resource: str | Ref
+    namespaced: bool = True
+
+    def resolved(self) -> bool:
+        return not isinstance(self.group, Ref) and not isinstance(self.resource, Ref)
 
 
 @dataclass
 class Function:
     node: ast.FunctionDef
-    module: object
+    module: types.ModuleType
     params: list[str]
     is_method: bool
     calls: set[Call]
 
 
-def core_resource(kind: str) -> str:
-    """``pod`` -> ``pods``, ``pod_log`` -> ``pods/log``, ``persistent_volume_claim`` -> ..."""
-    for sub in ("log", "status"):
-        if kind.endswith(f"_{sub}"):
-            return f"{core_resource(kind[: -len(sub) - 1])}/{sub}"
-    return kind.replace("_", "") + "s"
+@functools.cache
+def client_request(method: str) -> tuple[str, str, tuple[str, ...]] | None:
+    """(path template, HTTP method, positional parameters) of a kubernetes client method."""
+    found = set()
+    for name, cls in vars(kubernetes.client).items():
+        with_info = getattr(cls, f"{method}_with_http_info", None)
+        if not (name.endswith("Api") and inspect.isclass(cls) and with_info):
+            continue
+        path, http = CALL_API.search(inspect.getsource(with_info)).groups()
+        params = tuple(
+            p.name
+            for p in inspect.signature(getattr(cls, method)).parameters.values()
+            if p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "self"
+        )
+        found.add((path, http, params))
+    assert len(found) <= 1, f"{method} sends different requests in different classes: {found}"
+    return found.pop() if found else None
+
+
+def request_call(path: str, http: str) -> Call:
+    """The RBAC call a request path template and HTTP method make (placeholders kept)."""
+    parts = path.strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    namespaced = rest[:2] == ["namespaces", "{namespace}"]
+    if namespaced:
+        rest = rest[2:]
+    resource, named, subresource = rest[0], len(rest) > 1, rest[2:]
+    one, collection = VERBS[http]
+    return Call(one if named else collection, group, "/".join([resource, *subresource]), namespaced)
 
 
 def evaluate(expr: ast.expr, module):
@@ -75,20 +122,22 @@ def evaluate(expr: ast.expr, module):
     return eval(compile(ast.Expression(expr), "<rbac>", "eval"), vars(module))  # noqa: S307
 
 
-def custom_part(call: ast.Call, part: str, function: Function):
-    """The group or plural argument: a string, or a Ref to a CustomResource parameter."""
+def placeholder(value: str, call: ast.Call, params: tuple[str, ...], function: Function):
+    """A ``{group}``/``{plural}`` path placeholder from the call's argument, or the value."""
+    found = re.fullmatch(r"\{(\w+)\}(.*)", value)
+    if not found:
+        return value
+    name, suffix = found.groups()
     keywords = {kw.arg: kw.value for kw in call.keywords}
-    expr = keywords.get(part)
-    if expr is None:
-        expr = call.args[CUSTOM_ARGS[part]]
+    expr = keywords[name] if name in keywords else call.args[params.index(name)]
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
         if expr.value.id in function.params:
-            return Ref(expr.value.id)
+            return Ref(expr.value.id, expr.attr, suffix)
     try:
-        return evaluate(expr, function.module)
+        return evaluate(expr, function.module) + suffix
     except NameError as exc:
         raise AssertionError(
-            f"{function.module.__name__}:{call.lineno}: cannot tell the {part} of this API call "
+            f"{function.module.__name__}:{call.lineno}: cannot tell the {name} of this API call "
             f"({ast.unparse(expr)}); use a CustomResource constant or parameter"
         ) from exc
 
@@ -99,25 +148,28 @@ def direct_calls(function: Function) -> set[Call]:
     for node in ast.walk(function.node):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
-        match = CLIENT_CALL.fullmatch(node.func.attr)
-        if not match:
+        request = CLIENT_METHOD.fullmatch(node.func.attr) and client_request(node.func.attr)
+        if not request:
             continue
-        verb, kind = VERBS[match[1]], match[2]
-        if kind.startswith("custom_object"):
-            group, plural = (custom_part(node, part, function) for part in ("group", "plural"))
-            if kind.endswith("_status"):
-                plural = f"{plural}/status"
-            found.add(Call(verb, group, plural))
-        else:
-            found.add(Call(verb, "", core_resource(kind)))
+        path, http, params = request
+        call = request_call(path, http)
+        group, resource = (
+            placeholder(value, node, params, function) for value in (call.group, call.resource)
+        )
+        found.add(Call(call.verb, group, resource, call.namespaced))
     return found
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def load_functions() -> dict[str, list[Function]]:
-    """Every function and method in the step code, by name."""
+    """Every function and method in components/, by name."""
     functions: dict[str, list[Function]] = {}
     for path in STEP_CODE:
-        module = importlib.import_module(f"components.{path.stem}")
+        module = importlib.import_module(module_name(path))
         tree = ast.parse(path.read_text(), str(path))
         methods = {
             id(item) for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body
@@ -131,39 +183,91 @@ def load_functions() -> dict[str, list[Function]]:
     return functions
 
 
-def bind(callee: Function, site: ast.Call, caller: Function) -> set[Call] | None:
-    """The callee's calls with its resource parameters bound to this call's arguments.
+@functools.cache
+def passed_around(attribute: str) -> tuple[CustomResource, ...]:
+    """The ``.<attribute>`` CustomResources of the objects components/ defines at module level."""
+    found = {}
+    for path in STEP_CODE:
+        for value in vars(importlib.import_module(module_name(path))).values():
+            resource = getattr(value, attribute, None)
+            if isinstance(resource, CustomResource) and not inspect.isclass(value):
+                found[id(value)] = resource
+    return tuple(found.values())
 
-    None when an argument for such a parameter is no CustomResource (the call is not to
-    this callee: ``job.get("status")`` is a dict's get, not KubeClient.get).
+
+def involves_kube(site: ast.Call) -> bool:
+    """Whether a call is made on, or given, a KubeClient (``kube``, ``self.kube``)."""
+    exprs = [*site.args, *(kw.value for kw in site.keywords)]
+    if isinstance(site.func, ast.Attribute):
+        exprs.append(site.func.value)
+    return any(ast.unparse(expr).endswith("kube") for expr in exprs)
+
+
+def resources_of(expr: ast.expr | None, site: ast.Call, caller: Function):
+    """What an argument for a CustomResource parameter can be: [resources], a Ref, or None.
+
+    None when it is no CustomResource (``job.get("status")`` is a dict's get, not
+    KubeClient.get): this callee is not the one called.
     """
+    if expr is None:
+        return None
+    if isinstance(expr, ast.Name) and expr.id in caller.params:
+        return expr.id
+    try:
+        value = evaluate(expr, caller.module)
+    except (NameError, AttributeError):
+        candidates = passed_around(expr.attr) if isinstance(expr, ast.Attribute) else ()
+        if candidates:
+            return list(candidates)
+        assert not involves_kube(site), (
+            f"{caller.module.__name__}:{site.lineno}: cannot tell which resource "
+            f"{ast.unparse(expr)} is; pass a CustomResource constant, a parameter, or a JobKind's"
+        )
+        return None
+    return [value] if isinstance(value, CustomResource) else None
+
+
+def bind(callee: Function, site: ast.Call, caller: Function) -> set[Call] | None:
+    """The callee's calls with its resource parameters bound to this call's arguments."""
     params = callee.params[1:] if callee.is_method else callee.params
     arguments = dict(zip(params, site.args, strict=False))
     arguments.update({kw.arg: kw.value for kw in site.keywords if kw.arg})
+    refs = sorted(
+        {
+            part.param
+            for call in callee.calls
+            for part in (call.group, call.resource)
+            if isinstance(part, Ref)
+        }
+    )
+    choices = {}
+    for param in refs:
+        choices[param] = resources_of(arguments.get(param), site, caller)
+        if choices[param] is None:
+            return None
     bound = set()
-    for call in callee.calls:
-        values = {}
-        for field in ("group", "resource"):
-            value = getattr(call, field)
-            if isinstance(value, Ref):
-                expr = arguments.get(value.param)
-                if isinstance(expr, ast.Name) and expr.id in caller.params:
-                    values[field] = Ref(expr.id)
-                    continue
-                try:
-                    obj = evaluate(expr, caller.module) if expr is not None else None
-                except NameError:
-                    obj = None
-                if not isinstance(obj, CustomResource):
-                    return None
-                value = obj.group if field == "group" else obj.plural
-            values[field] = value
-        bound.add(Call(call.verb, values["group"], values["resource"]))
+    for combination in itertools.product(
+        *([value] if isinstance(value, str) else value for value in choices.values())
+    ):
+        chosen = dict(zip(choices, combination, strict=True))
+        for call in callee.calls:
+            group, resource = (bind_part(value, chosen) for value in (call.group, call.resource))
+            bound.add(Call(call.verb, group, resource, call.namespaced))
     return bound
 
 
-def derive_calls() -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) of every API call the step code can make."""
+def bind_part(value, chosen: dict):
+    """A group or resource with the parameter it refers to replaced by its argument."""
+    if not isinstance(value, Ref):
+        return value
+    argument = chosen[value.param]
+    if isinstance(argument, str):  # the caller's own parameter: still a Ref
+        return Ref(argument, value.part, value.suffix)
+    return getattr(argument, value.part) + value.suffix
+
+
+def derive_calls() -> set[Call]:
+    """Every resolved API call the code in components/ can make."""
     functions = load_functions()
     changed = True
     while changed:  # propagate through wrappers until nothing new appears
@@ -179,18 +283,30 @@ def derive_calls() -> set[tuple[str, str, str]]:
                         caller.calls |= bound
                         changed = True
     return {
-        (call.group, call.resource, call.verb)
+        call
         for same_name in functions.values()
         for function in same_name
         for call in function.calls
-        if not isinstance(call.group, Ref) and not isinstance(call.resource, Ref)
+        if call.resolved()
     }
 
 
+def triples(calls, namespaced: bool) -> set[tuple[str, str, str]]:
+    return {(c.group, c.resource, c.verb) for c in calls if c.namespaced is namespaced}
+
+
 @pytest.fixture(scope="module")
-def role(render_kustomization) -> dict:
-    (role,) = [obj for obj in render_kustomization(REPO / "k8s" / "rbac") if obj["kind"] == "Role"]
-    return role
+def derived() -> set[Call]:
+    return derive_calls()
+
+
+@pytest.fixture(scope="module")
+def rbac(render_kustomization) -> dict[str, dict]:
+    """The objects of k8s/rbac by kind (one of each)."""
+    objects = render_kustomization(REPO / "k8s" / "rbac")
+    kinds = [obj["kind"] for obj in objects]
+    assert sorted(kinds) == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+    return {obj["kind"]: obj for obj in objects}
 
 
 def granted(role: dict) -> set[tuple[str, str, str]]:
@@ -203,51 +319,118 @@ def granted(role: dict) -> set[tuple[str, str, str]]:
     }
 
 
-def test_the_derivation_sees_the_training_steps_calls():
-    calls = derive_calls()
-    assert {
-        ("kubeflow.org", "pytorchjobs", "create"),
+def test_the_derivation_sees_every_steps_calls(derived):
+    assert triples(derived, namespaced=True) == {
+        ("kubeflow.org", "pytorchjobs", "create"),  # train
         ("kubeflow.org", "pytorchjobs", "get"),
+        ("kubeflow.org", "pytorchjobs", "delete"),
+        ("trainer.kubeflow.org", "trainjobs", "create"),
+        ("trainer.kubeflow.org", "trainjobs", "get"),
+        ("trainer.kubeflow.org", "trainjobs", "delete"),
+        ("kueue.x-k8s.io", "workloads", "list"),
         ("", "pods", "list"),
         ("", "pods/log", "get"),
-    } <= calls
+        ("serving.kserve.io", "inferenceservices", "create"),  # deploy
+        ("serving.kserve.io", "inferenceservices", "get"),
+        ("serving.kserve.io", "inferenceservices", "update"),
+        ("apps", "deployments", "list"),
+        ("kubeflow.org", "experiments", "create"),  # tune
+        ("kubeflow.org", "experiments", "get"),
+        ("kubeflow.org", "experiments", "delete"),
+        ("kubeflow.org", "trials", "list"),
+    }
+    assert triples(derived, namespaced=False) == {("", "namespaces", "get")}  # validate-serving
 
 
-def test_role_grants_every_call_the_steps_make_and_nothing_else(role):
-    calls, grants = derive_calls(), granted(role)
+def test_role_grants_every_namespaced_call_and_nothing_else(rbac, derived):
+    calls, grants = triples(derived, namespaced=True), granted(rbac["Role"])
     assert calls - grants == set(), "calls in components/ that k8s/rbac/role.yaml does not grant"
     assert grants - calls == set(), "grants in k8s/rbac/role.yaml that no step uses"
 
 
-def test_role_has_no_wildcards(role):
-    for rule in role["rules"]:
+def test_cluster_role_grants_exactly_the_cluster_scoped_calls(rbac, derived):
+    assert granted(rbac["ClusterRole"]) == triples(derived, namespaced=False)
+    assert rbac["ClusterRole"]["metadata"] == {"name": "fmnist-pipeline-namespaces"}
+
+
+@pytest.mark.parametrize(
+    ("binding", "role"), [("RoleBinding", "Role"), ("ClusterRoleBinding", "ClusterRole")]
+)
+def test_both_roles_are_bound_to_the_pipeline_runner(rbac, binding, role):
+    assert rbac[binding]["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": role,
+        "name": rbac[role]["metadata"]["name"],
+    }
+    assert rbac[binding]["subjects"] == [SERVICE_ACCOUNT]
+
+
+def test_role_lives_where_the_runs_do(rbac):
+    assert rbac["Role"]["metadata"]["namespace"] == "kubeflow"
+    assert rbac["RoleBinding"]["metadata"]["namespace"] == "kubeflow"
+    assert "namespace" not in rbac["ClusterRoleBinding"]["metadata"]
+
+
+@pytest.mark.parametrize("kind", ["Role", "ClusterRole"])
+def test_role_has_no_wildcards(rbac, kind):
+    for rule in rbac[kind]["rules"]:
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[field]
+
+
+def calls_in(source: str, params=("api",)) -> set[tuple]:
+    node = ast.parse(source).body[0]
+    function = Function(node, types.ModuleType("example"), list(params), False, set())
+    return {(c.group, c.resource, c.verb, c.namespaced) for c in direct_calls(function)}
 
 
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("def f(api):\n    api.read_namespaced_pod_log('p', 'ns')\n", {("", "pods/log", "get")}),
+        (
+            "def f(api):\n    api.read_namespaced_pod_log('p', 'ns')\n",
+            ("", "pods/log", "get", True),
+        ),
         (
             "def f(api):\n    api.list_namespaced_persistent_volume_claim('ns')\n",
-            {("", "persistentvolumeclaims", "list")},
+            ("", "persistentvolumeclaims", "list", True),
         ),
         (
             "def f(api):\n    api.patch_namespaced_custom_object_status("
             "'kubeflow.org', 'v1beta1', 'ns', 'experiments', 'x', {})\n",
-            {("kubeflow.org", "experiments/status", "patch")},
+            ("kubeflow.org", "experiments/status", "patch", True),
         ),
         (
             "def f(api):\n    api.replace_namespaced_custom_object("
             "plural='inferenceservices', group='serving.kserve.io', version='v1beta1',"
             " namespace='ns', name='x', body={})\n",
-            {("serving.kserve.io", "inferenceservices", "update")},
+            ("serving.kserve.io", "inferenceservices", "update", True),
         ),
+        (
+            "def f(api):\n    api.list_namespaced_deployment('ns', label_selector='a=b')\n",
+            ("apps", "deployments", "list", True),
+        ),
+        (
+            "def f(api):\n    api.delete_collection_namespaced_job('ns')\n",
+            ("batch", "jobs", "deletecollection", True),
+        ),
+        ("def f(api):\n    api.read_namespace('kubeflow')\n", ("", "namespaces", "get", False)),
+        ("def f(api):\n    api.list_node()\n", ("", "nodes", "list", False)),
     ],
 )
 def test_client_calls_map_to_rbac_triples(source, expected):
+    assert calls_in(source) == {expected}
+
+
+def test_a_custom_resource_parameter_stays_open_until_a_caller_binds_it():
+    source = (
+        "def f(api, resource):\n"
+        "    api.get_namespaced_custom_object(resource.group, 'v1', 'ns', resource.plural, 'x')\n"
+    )
     node = ast.parse(source).body[0]
-    function = Function(node, types.ModuleType("example"), ["api"], False, set())
-    calls = direct_calls(function)
-    assert {(call.group, call.resource, call.verb) for call in calls} == expected
+    (call,) = direct_calls(Function(node, types.ModuleType("m"), ["api", "resource"], False, set()))
+    assert call == Call("get", Ref("resource", "group"), Ref("resource", "plural"))
+
+
+def test_other_methods_of_the_same_name_are_no_api_calls():
+    assert calls_in("def f(job):\n    job.get('status')\n    job.list()\n", ("job",)) == set()

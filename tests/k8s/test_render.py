@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.manifests import PROPAGATION_POLICY, propagation_policy
+from components.specs.karmada import propagation_policy
+from components.specs.kinds import PROPAGATION_POLICY
 from pipelines.cli import UsageError
 from pipelines.commands import render
 
@@ -53,14 +54,19 @@ def test_karmada_policy_for_the_given_clusters(flags, weights, spread, capsys, v
         ["karmada", *flags, "--namespace", "team-a", "--queue-name", "gpu"], capsys
     )
     validate_object(policy)
-    assert policy["metadata"] == {"name": "fmnist-pytorchjobs", "namespace": "team-a"}
-    (selector,) = policy["spec"]["resourceSelectors"]
-    assert selector == {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "namespace": "team-a",
-        "labelSelector": {"matchLabels": {"kueue.x-k8s.io/queue-name": "gpu"}},
-    }
+    assert policy["metadata"] == {"name": "fmnist-training-jobs", "namespace": "team-a"}
+    assert policy["spec"]["resourceSelectors"] == [
+        {
+            "apiVersion": api_version,
+            "kind": kind,
+            "namespace": "team-a",
+            "labelSelector": {"matchLabels": {"kueue.x-k8s.io/queue-name": "gpu"}},
+        }
+        for api_version, kind in (
+            ("kubeflow.org/v1", "PyTorchJob"),
+            ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+        )
+    ]
     placement = policy["spec"]["placement"]
     assert placement["clusterAffinity"]["clusterNames"] == list(weights)
     static = placement["replicaScheduling"]["weightPreference"]["staticWeightList"]

@@ -1,16 +1,22 @@
-"""``fmnist render`` and ``fmnist compile`` through the real command line."""
+"""``fmnist render`` and the usage errors of ``render`` and ``run``, through the real CLI.
+
+Rendered objects are checked against the pinned upstream CRDs (``validate_crd``: Training
+Operator v1.9.4, Trainer v2.3.0, KServe v0.20.0; ``validate_crd_at``: older releases).
+"""
 
 import pytest
 import yaml
 
-from components.images import COMPONENTS_IMAGE
+from components.specs.params import Serving, TrainingJob
 from pipelines import cli
+from pipelines.flags import flag
+
+QUEUE = "kueue.x-k8s.io/queue-name"
 
 
 @pytest.fixture
-def fmnist(monkeypatch, capsys):
+def fmnist(capsys):
     """Run ``fmnist ARGS...``: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(cli, "COMMANDS", ("run", "compile", "render"))
 
     def call(*argv: str):
         code = cli.main(list(argv))
@@ -45,15 +51,39 @@ def test_render_pytorchjob_prints_the_job_for_the_flags(fmnist, validate_crd):
     assert job["metadata"] == {
         "name": "review",
         "namespace": "team-a",
-        "labels": {"kueue.x-k8s.io/queue-name": "fmnist", "kueue.x-k8s.io/priority-class": "high"},
+        "labels": {QUEUE: "fmnist-mig", "kueue.x-k8s.io/priority-class": "high"},
     }
     worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
     container = worker["template"]["spec"]["containers"][0]
-    assert container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == 1
+    assert container["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
     assert "--epochs=4" in container["args"]
-    assert container["volumeMounts"] == [{"name": "kfp-workspace", "mountPath": "/kfp-workspace"}]
+    assert container["volumeMounts"] == [
+        {"name": "kfp-workspace", "mountPath": "/kfp-workspace"},
+        {"name": "dshm", "mountPath": "/dev/shm"},  # a GPU node gets a memory-backed /dev/shm
+    ]
     assert "&id" not in out and "*id" not in out  # no YAML anchors for kubectl users
+
+
+def test_render_trainjob_with_gpus_is_valid_and_queued_to_the_gpu_queue(fmnist, validate_crd):
+    code, out, _ = fmnist("render", "trainjob", "--gpus-per-worker", "1")
+    assert code == 0
+    trainjob = yaml.safe_load(out)
+    validate_crd(trainjob)  # Trainer v2.3.0, strict
+    assert trainjob["metadata"]["labels"] == {QUEUE: "fmnist-gpu"}
+    assert trainjob["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "runtimePatches" in trainjob["spec"] and "podTemplateOverrides" not in trainjob["spec"]
+
+
+def test_render_trainjob_for_trainer_v21(fmnist, validate_crd_at):
+    argv = ["render", "trainjob", "--trainer-version", "v2.1", "--trainjob-runtime", "r21"]
+    code, out, _ = fmnist(*argv)
+    assert code == 0
+    trainjob = yaml.safe_load(out)
+    validate_crd_at("trainer", "v2.1.0")(trainjob)
+    assert trainjob["metadata"]["labels"] == {QUEUE: "fmnist-cpu"}
+    assert trainjob["spec"]["runtimeRef"]["name"] == "r21"
+    assert "podTemplateOverrides" in trainjob["spec"] and "runtimePatches" not in trainjob["spec"]
 
 
 def test_render_inferenceservice(fmnist, validate_crd):
@@ -78,50 +108,76 @@ def test_render_inferenceservice(fmnist, validate_crd):
 
 
 @pytest.mark.parametrize(
+    ("kind", "own", "other", "left_out"),
+    [
+        ("pytorchjob", TrainingJob, Serving, {"job_api", "trainjob_runtime"}),
+        ("trainjob", TrainingJob, Serving, {"job_api"}),
+        ("inferenceservice", Serving, TrainingJob, {"min_accuracy"}),  # the gate is the pipeline's
+    ],
+)
+def test_each_kind_takes_only_the_flags_of_what_shapes_it(capsys, kind, own, other, left_out):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["render", kind, "--help"])
+    assert exited.value.code == 0
+    listed = {word.rstrip(",") for word in capsys.readouterr().out.split() if word.startswith("--")}
+    assert {flag(name) for name in own.help() if name not in left_out} <= listed
+    assert {flag(name) for name in left_out} & listed == set()
+    assert {flag(name) for name in other.help()} & listed == set()
+
+
+@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (("render", "pytorchjob", "--workers", "0"), "--workers must be an integer >= 1, got 0"),
         (("render", "pytorchjob", "--gpu-resource", "gpus"), "--gpu-resource must be an extended"),
-        (("render", "inferenceservice", "--min-accuracy", "2"), "--min-accuracy must be in [0, 1]"),
-        (("run", "--backend", "local"), None),  # the run command has no --backend
-        (("compile", "nope"), "unknown pipeline(s) nope"),
+        (("render", "trainjob", "--shm-size", "big"), "--shm-size must be a Kubernetes quantity"),
         (
-            ("compile", "--out-dir", "/nonexistent", "--trainer-image", " "),
-            "image references must not be empty",
+            ("render", "pytorchjob", "--gpus-per-worker", "2"),
+            "--nproc-per-node must be equal to gpus_per_worker (2)",
         ),
+        (("render", "inferenceservice", "--serving-max-replicas", "0"), "--serving-max-replicas"),
+        (("run", "--job-api", "tfjob"), "--job-api must be one of auto, pytorchjob, trainjob"),
     ],
 )
-def test_bad_input_is_a_usage_error(fmnist, argv, message):
-    if message is None:
-        with pytest.raises(SystemExit) as exit_info:
-            fmnist(*argv)
-        assert exit_info.value.code == 2
-        return
+def test_bad_values_are_one_usage_error_line(fmnist, argv, message):
     code, out, err = fmnist(*argv)
     assert (code, out) == (2, "")
     assert err.startswith(f"fmnist {argv[0]}: error: ") and message in err
+    assert len(err.splitlines()) == 1
 
 
-def test_compile_writes_every_pipeline_with_the_images_given(fmnist, tmp_path, monkeypatch):
-    monkeypatch.setenv("FMNIST_SERVING_IMAGE", "registry.local/serving:env")
-    code, out, _ = fmnist(
-        "compile",
-        "--out-dir",
-        str(tmp_path),
-        "--trainer-image",
-        "registry.local/trainer:7",
-        "--components-image",
-        "registry.local/components:7",
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("run", "--backend", "local"),  # gone: target is a pipeline parameter, run is local
+        ("run", "--namespace", "team-a"),  # gone: everything runs in the run's namespace
+        ("render", "inferenceservice", "--min-accuracy", "0.5"),
+        ("render", "pytorchjob", "--model-name", "fm"),
+    ],
+)
+def test_flags_a_command_does_not_take_are_argparse_errors(fmnist, argv):
+    with pytest.raises(SystemExit) as exited:
+        fmnist(*argv)
+    assert exited.value.code == 2
+
+
+def test_image_variables_are_read_when_the_command_runs(fmnist, monkeypatch):
+    monkeypatch.setenv("FMNIST_TRAINER_IMAGE", "registry.local/trainer:9")
+    monkeypatch.setenv("FMNIST_SERVING_IMAGE", "registry.local/serving:9")
+    _, out, _ = fmnist("render", "pytorchjob")
+    (image,) = {c["image"] for c in containers(yaml.safe_load(out))}
+    assert image == "registry.local/trainer:9"
+    _, out, _ = fmnist("render", "inferenceservice")
+    assert yaml.safe_load(out)["spec"]["predictor"]["containers"][0]["image"] == (
+        "registry.local/serving:9"
     )
-    assert code == 0
-    path = tmp_path / "fashion-mnist.yaml"
-    assert str(path) in out.splitlines()
-    spec, platform = yaml.safe_load_all(path.read_text())
-    parameters = spec["root"]["inputDefinitions"]["parameters"]
-    assert parameters["trainer_image"]["defaultValue"] == "registry.local/trainer:7"
-    assert parameters["serving_image"]["defaultValue"] == "registry.local/serving:env"
-    images = {
-        executor["container"]["image"] for executor in spec["deploymentSpec"]["executors"].values()
-    }
-    assert images == {"registry.local/components:7"} != {COMPONENTS_IMAGE}
-    assert platform["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["size"] == "5Gi"
+    _, out, _ = fmnist("render", "pytorchjob", "--trainer-image", "mine:1")
+    assert {c["image"] for c in containers(yaml.safe_load(out))} == {"mine:1"}
+
+
+def containers(job: dict) -> list[dict]:
+    return [
+        c
+        for spec in job["spec"]["pytorchReplicaSpecs"].values()
+        for c in spec["template"]["spec"]["containers"]
+    ]

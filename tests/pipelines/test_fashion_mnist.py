@@ -1,12 +1,17 @@
-"""Every pipeline compiles; the fashion-mnist IR has the right tasks, gate, caching and platform
-config, and the PyTorchJob its train step creates mounts the very storage the steps use.
+"""The fashion-mnist pipeline in both compiled variants: tasks, gate, caching, platform config,
+and that the training job its train step creates mounts the very storage the steps use.
 
-The last test replays what the KFP driver does with the compiled IR for the train task
-(backend/src/v2/driver: ``getTaskConfigOptions``, ``getWorkspaceMount``,
-``needsWorkspaceMount``): a ``{{$.workspace_path}}`` input mounts the run's workspace PVC
-``<run>-kfp-workspace`` at the workspace path, on the task's pod when KUBERNETES_VOLUMES is
-passed through with applyToTask, and into the task's TaskConfig. It then runs the train step
-with that TaskConfig against the fake Kubernetes API and compares the job with the pod.
+``workspace`` (KFP >= 2.15): the train task reads ``{{$.workspace_path}}``. The test replays
+what the KFP driver does with it (kubeflow/pipelines 2.15.0 ``backend/src/v2/driver``:
+``getTaskConfigOptions``, ``getWorkspaceMount``, ``needsWorkspaceMount``): the run's
+workspace PVC ``<run>-kfp-workspace`` is mounted at the workspace path on the task's pod when
+KUBERNETES_VOLUMES is passed through with applyToTask, and into the task's TaskConfig. It then
+runs the train step with that TaskConfig against the fake Kubernetes API and compares the job
+with the pod.
+
+``pvc`` (KFP 2.2-2.14): kfp-kubernetes CreatePVC makes the run's PVC, the train task mounts
+it (``pvcMount``) and is told its name; DeletePVC removes it at the end. No workspace, no
+TaskConfig.
 """
 
 from pathlib import Path
@@ -15,63 +20,65 @@ import pytest
 import yaml
 from kfp import dsl
 
-from components.images import COMPONENTS_IMAGE
-from components.params import DEFAULTS, PipelineParams
+from components.images import default_image
+from components.specs.params import DataSlice, Serving, TrainingJob
+from components.specs.pods import GPU_TOLERATION
 from pipelines import PIPELINES
-from pipelines.commands.compile import compile_pipeline
+from pipelines.settings import VARIANTS
+from pipelines.training import PVC_MOUNT
+
+COMPONENTS_IMAGE = default_image("components")
+ARGO_STUBS = {"argostub/createpvc", "argostub/deletepvc"}  # kfp-kubernetes' PVC tasks
+GATE = (
+    "inputs.parameter_values['pipelinechannel--evaluate-Output'] >= "
+    "inputs.parameter_values['pipelinechannel--min_accuracy']"
+)
+RUN_ID = {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}
 
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory) -> dict[str, list[dict]]:
-    """Every registered pipeline compiled with the default images: name -> YAML documents."""
-    from components.images import Images
-
-    out = tmp_path_factory.mktemp("compiled")
-    return {
-        name: list(yaml.safe_load_all(compile_pipeline(name, out, Images.defaults()).read_text()))
-        for name in PIPELINES
-    }
+def dependencies(dag: dict) -> dict[str, list[str]]:
+    return {name: sorted(task.get("dependentTasks", [])) for name, task in dag["tasks"].items()}
 
 
-def test_every_pipeline_compiles_and_runs_its_steps_from_the_components_image(compiled):
-    assert "fashion-mnist" in compiled
-    for name, (spec, *_) in compiled.items():
+def test_every_pipeline_compiles_in_both_variants_with_its_steps_in_the_components_image(
+    compiled,
+):
+    assert set(compiled) == {(name, variant) for name in PIPELINES for variant in VARIANTS}
+    for (name, variant), (spec, _) in compiled.items():
         assert spec["pipelineInfo"]["name"] == name
         images = {
             executor["container"]["image"]
             for executor in spec["deploymentSpec"]["executors"].values()
         }
-        assert images == {COMPONENTS_IMAGE}, name
+        stubs = ARGO_STUBS if variant == "pvc" else set()
+        assert images == {COMPONENTS_IMAGE} | stubs, (name, variant)
 
 
 @pytest.fixture
 def ir(compiled):
-    spec, platform = compiled["fashion-mnist"]
+    spec, platform = compiled[("fashion-mnist", "workspace")]
     return spec, platform["platforms"]["kubernetes"]
 
 
 def test_tasks_and_their_order(ir):
     spec, _ = ir
-    tasks = spec["root"]["dag"]["tasks"]
-    assert {name: sorted(task.get("dependentTasks", [])) for name, task in tasks.items()} == {
-        "validate-params": [],
-        "pack-dataset": ["validate-params"],
-        "train": ["pack-dataset"],
-        "evaluate": ["pack-dataset", "train"],
-        "condition-1": ["evaluate", "pack-dataset", "train"],
+    assert dependencies(spec["root"]["dag"]) == {
+        "validate-training": [],
+        "validate-serving": [],
+        "pack-dataset": ["validate-serving", "validate-training"],
+        "train": ["pack-dataset", "validate-training"],
+        "evaluate-and-deploy": ["pack-dataset", "train", "validate-serving"],
     }
-    gate = spec["components"]["comp-condition-1"]["dag"]["tasks"]
-    assert list(gate) == ["deploy"]
-    assert tasks["condition-1"]["taskInfo"]["name"] == "accuracy-gate"
+    tail = spec["components"]["comp-evaluate-and-deploy"]["dag"]
+    assert dependencies(tail) == {"evaluate": [], "condition-1": ["evaluate"]}
+    assert tail["tasks"]["condition-1"]["taskInfo"]["name"] == "accuracy-gate"
+    assert list(spec["components"]["comp-condition-1"]["dag"]["tasks"]) == ["deploy"]
 
 
 def test_deploy_is_gated_on_accuracy(ir):
     spec, _ = ir
-    condition = spec["root"]["dag"]["tasks"]["condition-1"]["triggerPolicy"]["condition"]
-    assert condition == (
-        "inputs.parameter_values['pipelinechannel--evaluate-Output'] >= "
-        "inputs.parameter_values['pipelinechannel--min_accuracy']"
-    )
+    gate = spec["components"]["comp-evaluate-and-deploy"]["dag"]["tasks"]["condition-1"]
+    assert gate["triggerPolicy"]["condition"] == GATE
 
 
 def test_train_and_deploy_are_never_cached(ir):
@@ -83,24 +90,31 @@ def test_train_and_deploy_are_never_cached(ir):
     assert tasks["pack-dataset"]["cachingOptions"]["enableCache"] is True
 
 
-def test_parameters_match_pipeline_params_with_their_defaults(ir):
-    spec, _ = ir
-    parameters = spec["root"]["inputDefinitions"]["parameters"]
-    assert set(parameters) == set(PipelineParams.__dataclass_fields__)
-    for name, parameter in parameters.items():
-        assert parameter["defaultValue"] == getattr(DEFAULTS, name), name
-        assert parameter["description"], name
-
-
 def test_job_names_and_namespaces_are_resolved_at_run_time(ir):
     spec, _ = ir
-    tasks = spec["root"]["dag"]["tasks"]
+    train = spec["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]
     deploy = spec["components"]["comp-condition-1"]["dag"]["tasks"]["deploy"]
-    for task in (tasks["train"], deploy):
-        inputs = task["inputs"]["parameters"]
-        assert inputs["run_id"] == {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}
-        # Passed on from the pipeline parameter; an empty one becomes the pod's namespace.
-        assert inputs["namespace"]["componentInputParameter"].endswith("namespace")
+    assert train["run_id"] == deploy["inputs"]["parameters"]["run_id"] == RUN_ID
+    # No namespace parameter anywhere: every object goes to the namespace the step runs in.
+    for component in [spec["root"], *spec["components"].values()]:
+        assert "namespace" not in component.get("inputDefinitions", {}).get("parameters", {})
+
+
+def test_each_step_receives_only_its_own_parameter_set(ir):
+    spec, _ = ir
+    inputs = {
+        name: set(spec["components"][f"comp-{name}"]["inputDefinitions"]["parameters"])
+        for name in ("validate-training", "validate-serving", "pack-dataset")
+    }
+    assert inputs == {
+        "validate-training": set(TrainingJob.help()) | {"target"},
+        "validate-serving": set(Serving.help()) | {"target"},
+        "pack-dataset": set(DataSlice.help()),
+    }
+    train = spec["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]
+    assert train["job"] == {
+        "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "validate-training"}
+    }
 
 
 def test_platform_config(ir):
@@ -110,9 +124,7 @@ def test_platform_config(ir):
         "kubernetes": {"pvcSpecPatch": {"accessModes": ["ReadWriteMany"]}},
     }
     executors = kubernetes["deploymentSpec"]["executors"]
-    assert executors["exec-train"]["tolerations"] == [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    ]
+    assert executors["exec-train"]["tolerations"] == [GPU_TOLERATION]
     assert executors["exec-deploy"]["pvcMount"] == [
         {
             "componentInputParameter": "pipelinechannel--model_pvc",
@@ -120,6 +132,7 @@ def test_platform_config(ir):
             "pvcNameParameter": {"componentInputParameter": "pipelinechannel--model_pvc"},
         }
     ]
+    assert set(executors) == {"exec-train", "exec-deploy"}
 
 
 def driver_view(spec: dict, kubernetes: dict, task: str, run_name: str, mount_path: str):
@@ -152,50 +165,68 @@ def driver_view(spec: dict, kubernetes: dict, task: str, run_name: str, mount_pa
     return ([volume] if on_pod else [], [mount] if on_pod else [], task_config, inputs)
 
 
-def test_the_pytorchjob_mounts_the_storage_the_steps_use(
-    ir, fake_k8s, tmp_path, packed_small, validate_crd
-):
-    from components.train import train
+@pytest.fixture
+def in_namespace(monkeypatch, tmp_path):
+    """The step runs in namespace team-a (its service account's namespace file says so)."""
+    path = tmp_path / "serviceaccount-namespace"
+    path.write_text("team-a\n")
+    monkeypatch.setattr("components.runtime.kube.SERVICE_ACCOUNT_NAMESPACE", path)
+    return "team-a"
 
-    spec, kubernetes = ir
-    workspace = tmp_path / "kfp-workspace"  # stands in for the driver's /kfp-workspace
-    workspace.mkdir()
-    volumes, mounts, task_config, inputs = driver_view(
-        spec, kubernetes, "train", "run-7", str(workspace)
-    )
-    assert volumes and mounts, "the train step's own pod must mount the workspace"
-    model_dir = Path(inputs["workspace_path"]) / "train" / "model"  # as if the job wrote it
+
+def succeeded_job(fake_k8s, tmp_path: Path, workspace: Path) -> Path:
+    """Script a job that succeeds and leaves a model in the workspace, as the job would."""
+    model_dir = workspace / "train" / "model"
     model_dir.mkdir(parents=True)
     (model_dir / "model.pt").write_bytes(b"w")
     fake_k8s.custom.statuses["pytorchjobs"] = [
         {"conditions": [{"type": "Succeeded", "status": "True"}]}
     ]
-    arguments = {
-        name: value
-        for name, value in DEFAULTS.__dict__.items()
-        if name in train.component_spec.inputs
-    }
+    return tmp_path / "model"
+
+
+def training_pods(job: dict) -> list[dict]:
+    return [replica["template"]["spec"] for replica in job["spec"]["pytorchReplicaSpecs"].values()]
+
+
+def work_dirs(container: dict) -> list[str]:
+    return [
+        arg.split("=", 1)[1]
+        for arg in container["args"]
+        if arg.startswith(("--data-dir", "--model-dir", "--checkpoint-dir"))
+    ]
+
+
+def test_the_training_job_mounts_the_workspace_the_steps_use(
+    ir, fake_k8s, in_namespace, tmp_path, packed_small, validate_crd
+):
+    from components.steps.train import train
+
+    spec, kubernetes = ir
+    workspace = tmp_path / "kfp-workspace"  # stands in for the driver's /kfp-workspace
+    volumes, mounts, task_config, inputs = driver_view(
+        spec, kubernetes, "train", "run-7", str(workspace)
+    )
+    assert volumes and mounts, "the train step's own pod must mount the workspace"
+    model = succeeded_job(fake_k8s, tmp_path, Path(inputs["workspace_path"]))
     train.python_func(
         dataset=dsl.Dataset(uri=str(packed_small)),
-        model=dsl.Model(uri=str(tmp_path / "model")),
+        model=dsl.Model(uri=str(model)),
+        job=TrainingJob().to_dict(),
+        target="cluster",
         run_id="run-7",
         workspace_path=inputs["workspace_path"],
         task_config=task_config,
-        **{**arguments, "namespace": "team-a"},
     )
 
     (job,) = fake_k8s.custom.created("pytorchjobs")
     validate_crd(job)
-    for replica in job["spec"]["pytorchReplicaSpecs"].values():
-        pod = replica["template"]["spec"]
-        container = pod["containers"][0]
+    assert job["metadata"]["namespace"] == in_namespace
+    for pod in training_pods(job):
+        (container,) = pod["containers"]
         assert pod["volumes"] == volumes  # the same PVC as the step's pod
         assert container["volumeMounts"] == mounts  # at the same path
-        paths = [
-            arg.split("=", 1)[1]
-            for arg in container["args"]
-            if arg.startswith(("--data-dir", "--model-dir", "--checkpoint-dir"))
-        ]
+        paths = work_dirs(container)
         assert len(paths) == 3
         assert all(Path(path).is_relative_to(mounts[0]["mountPath"]) for path in paths)
         assert (
@@ -203,10 +234,90 @@ def test_the_pytorchjob_mounts_the_storage_the_steps_use(
             == kubernetes["deploymentSpec"]["executors"]["exec-train"]["tolerations"]
         )
     assert (workspace / "train" / "data" / "manifest.json").is_file()  # staged by the step
-    assert (tmp_path / "model" / "model.pt").read_bytes() == b"w"  # copied out by the step
+    assert (model / "model.pt").read_bytes() == b"w"  # copied out by the step
 
 
-def test_every_parameter_is_documented():
-    reference = (Path(__file__).parents[2] / "docs" / "pipeline.md").read_text()
-    for name in PipelineParams.__dataclass_fields__:
-        assert f"| `{name}` |" in reference, name
+# --- the pvc variant ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def pvc_ir(compiled):
+    spec, platform = compiled[("fashion-mnist", "pvc")]
+    return spec, platform["platforms"]["kubernetes"]
+
+
+def created_pvc():
+    return {"taskOutputParameter": {"outputParameterKey": "name", "producerTask": "createpvc"}}
+
+
+def test_pvc_variant_creates_mounts_and_deletes_its_own_pvc(pvc_ir):
+    spec, kubernetes = pvc_ir
+    tasks = spec["root"]["dag"]["tasks"]
+    assert dependencies(spec["root"]["dag"]) == {
+        "createpvc": [],
+        "validate-training": [],
+        "validate-serving": [],
+        "pack-dataset": ["validate-serving", "validate-training"],
+        "train-on-pvc": ["createpvc", "pack-dataset", "validate-training"],
+        "evaluate-and-deploy": ["pack-dataset", "train-on-pvc", "validate-serving"],
+        "deletepvc": ["createpvc", "evaluate-and-deploy"],
+    }
+    assert tasks["createpvc"]["inputs"]["parameters"] == {
+        "access_modes": {"runtimeValue": {"constant": ["ReadWriteMany"]}},
+        "pvc_name_suffix": {"runtimeValue": {"constant": "-fmnist-workspace"}},
+        "size": {"runtimeValue": {"constant": "5Gi"}},
+        "storage_class_name": {"runtimeValue": {"constant": "nfs-rwx"}},
+    }
+    assert tasks["deletepvc"]["inputs"]["parameters"] == {"pvc_name": created_pvc()}
+    train = tasks["train-on-pvc"]["inputs"]["parameters"]
+    assert train["workspace_pvc"] == created_pvc()
+    assert train["workspace_path"] == {"runtimeValue": {"constant": PVC_MOUNT}}
+    assert train["run_id"] == RUN_ID
+    executor = kubernetes["deploymentSpec"]["executors"]["exec-train-on-pvc"]
+    assert executor["pvcMount"] == [
+        {"mountPath": PVC_MOUNT, "pvcNameParameter": created_pvc(), **created_pvc()}
+    ]
+    assert executor["tolerations"] == [GPU_TOLERATION]
+
+
+def test_pvc_variant_has_no_workspace_task_config_or_target(pvc_ir):
+    spec, kubernetes = pvc_ir
+    assert "pipelineConfig" not in kubernetes
+    assert all("taskConfigPassthroughs" not in c for c in spec["components"].values())
+    text = yaml.safe_dump(spec)
+    assert "workspace_path}}" not in text and "TaskConfig" not in text
+    assert "target" not in spec["root"]["inputDefinitions"]["parameters"]  # cluster only
+    deploy = spec["components"]["comp-condition-1"]["dag"]["tasks"]["deploy"]
+    assert deploy["inputs"]["parameters"]["target"] == {
+        "componentInputParameter": "pipelinechannel--target"
+    }
+    tail = spec["root"]["dag"]["tasks"]["evaluate-and-deploy"]["inputs"]["parameters"]
+    assert tail["target"] == {"runtimeValue": {"constant": "cluster"}}
+
+
+def test_the_training_job_mounts_the_pvc_the_step_uses(
+    pvc_ir, fake_k8s, in_namespace, tmp_path, packed_small, validate_crd
+):
+    from components.steps.train import train_on_pvc
+
+    workspace = tmp_path / "pvc"  # stands in for the PVC mounted at PVC_MOUNT
+    model = succeeded_job(fake_k8s, tmp_path, workspace)
+    train_on_pvc.python_func(
+        dataset=dsl.Dataset(uri=str(packed_small)),
+        model=dsl.Model(uri=str(model)),
+        job=TrainingJob().to_dict(),
+        workspace_pvc="run-7-fmnist-workspace",
+        workspace_path=str(workspace),
+        run_id="run-7",
+    )
+    (job,) = fake_k8s.custom.created("pytorchjobs")
+    validate_crd(job)
+    for pod in training_pods(job):
+        (container,) = pod["containers"]
+        (volume,) = pod["volumes"]
+        assert volume["persistentVolumeClaim"] == {"claimName": "run-7-fmnist-workspace"}
+        assert container["volumeMounts"] == [{"name": volume["name"], "mountPath": str(workspace)}]
+        assert all(Path(path).is_relative_to(workspace) for path in work_dirs(container))
+        assert pod["tolerations"] == [GPU_TOLERATION]
+    assert (workspace / "train" / "data" / "manifest.json").is_file()
+    assert (model / "model.pt").read_bytes() == b"w"

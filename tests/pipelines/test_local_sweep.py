@@ -1,7 +1,9 @@
-"""The local sweep runner: suggestions, Katib's reading of a trial, and its stopping rules.
+"""The local sweep runner (components/runtime/local_sweep.py): suggestions, Katib's reading
+of a trial, and its stopping rules.
 
-Most tests replace ``subprocess.run`` (the runner's only I/O) with a stand-in trainer
-that prints the metric line for the lr it was given; ``test_sweep.py`` runs the real one.
+Most tests replace ``subprocess.run`` (the runner's only I/O: each trial is a torchrun
+process) with a stand-in trainer that prints the metric line for the lr it was given;
+``test_sweep.py`` runs the real one on a 2x2 grid.
 """
 
 import subprocess
@@ -10,10 +12,11 @@ import time
 
 import pytest
 
-import pipelines.local_sweep as local_sweep
-from components.manifests import TrainerFlags
-from components.sweep import SweepConfig, Trial
-from pipelines.local_sweep import observe, run_sweep, stop_reason, suggest, trial_command
+import components.runtime.local_sweep as local_sweep
+from components.runtime.local_sweep import observe, run_sweep, stop_reason, suggest, trial_flags
+from components.runtime.local_train import torchrun_command
+from components.specs.pods import TrainerFlags
+from components.specs.sweep import Sweep, Trial
 from trainer.metrics import format_metric_line
 
 BASE = TrainerFlags(
@@ -29,7 +32,7 @@ BASE = TrainerFlags(
 )
 
 
-def grid(**changes) -> SweepConfig:
+def grid(**changes) -> Sweep:
     values = dict(
         algorithm="grid",
         lr_min=0.01,
@@ -40,7 +43,7 @@ def grid(**changes) -> SweepConfig:
         max_trials=4,
         parallel_trials=2,
     )
-    return SweepConfig(**{**values, **changes})
+    return Sweep(**{**values, **changes})
 
 
 def test_grid_suggestions_are_katibs_grid_in_order():
@@ -52,7 +55,7 @@ def test_grid_suggestions_are_katibs_grid_in_order():
 
 
 def test_random_suggestions_are_seeded_and_in_range():
-    sweep = SweepConfig(
+    sweep = Sweep(
         lr_min=0.01,
         lr_max=0.1,
         epochs_min=2,
@@ -63,7 +66,7 @@ def test_random_suggestions_are_seeded_and_in_range():
         seed=3,
     )
     points = suggest(sweep)
-    assert points == suggest(sweep) != suggest(SweepConfig(**{**vars(sweep), "seed": 4}))
+    assert points == suggest(sweep) != suggest(Sweep(**{**vars(sweep), "seed": 4}))
     assert len(points) == 20
     for point in points:
         assert 0.01 <= point["lr"] <= 0.1 and 0.8 <= point["momentum"] <= 0.9
@@ -72,7 +75,7 @@ def test_random_suggestions_are_seeded_and_in_range():
 
 def test_other_algorithms_need_katib():
     with pytest.raises(ValueError, match="a local sweep runs grid or random; tpe needs Katib"):
-        suggest(SweepConfig(algorithm="tpe"))
+        suggest(Sweep(algorithm="tpe"))
 
 
 def test_observe_keeps_the_latest_value_like_the_metric_strategy():
@@ -89,8 +92,8 @@ def test_observe_keeps_the_latest_value_like_the_metric_strategy():
 
 
 def test_trial_command_is_torchrun_with_the_trial_values():
-    flags = local_sweep.trial_flags(BASE, Trial("trial-2", {"lr": 0.05, "epochs": 2}), "/out")
-    command = trial_command(flags, nproc_per_node=2)
+    flags = trial_flags(BASE, Trial("trial-2", {"lr": 0.05, "epochs": 2}), "/out")
+    command = torchrun_command(flags, 2)
     assert command[1:7] == [
         "-m",
         "torch.distributed.run",
@@ -146,7 +149,8 @@ def test_runs_every_trial_with_bounded_parallelism_and_ranks_them(fake_trainer, 
     assert result.best.name == "trial-4" and result.best.assignment == {"lr": 0.07, "epochs": 1}
     assert result.best.metrics == {"accuracy": 0.57, "loss": 0.93}
     assert seen.count(("trial-1", "Running")) == 1 and ("trial-1", "Succeeded") in seen
-    assert (tmp_path / "trial-1" / "log.txt").read_text().startswith("{metricName: accuracy")
+    log = (tmp_path / "trial-1" / "log.txt").read_text()
+    assert "{metricName: accuracy, metricValue: 0.5100};" in log  # trial-1 ran with lr 0.01
 
 
 def test_goal_stops_new_trials(fake_trainer, tmp_path):
@@ -177,10 +181,8 @@ def test_failures_and_missing_metrics_count_against_max_failed(fake_trainer, tmp
 
 def test_stop_reason_follows_katib():
     done = Trial("a", {}, "Succeeded", {"accuracy": 0.9})
-    assert stop_reason([done], SweepConfig(goal=0.9)) == "goal reached"
-    assert stop_reason([done], SweepConfig(goal=0.95)) is None
+    assert stop_reason([done], Sweep(goal=0.9)) == "goal reached"
+    assert stop_reason([done], Sweep(goal=0.95)) is None
     failed = Trial("b", {}, "Failed")
-    assert (
-        stop_reason([failed], SweepConfig(max_failed_trials=1)) == "max failed trial count reached"
-    )
-    assert stop_reason([done], SweepConfig(max_failed_trials=0)) is None  # 0 failures never stop
+    assert stop_reason([failed], Sweep(max_failed_trials=1)) == "max failed trial count reached"
+    assert stop_reason([done], Sweep(max_failed_trials=0)) is None  # 0 failures never stop

@@ -14,17 +14,16 @@ import yaml
 from pipelines import cli
 
 SLICE = ("--epochs", "1", "--train-limit", "4000", "--test-limit", "1000")
-METRIC_LINE = re.compile(
-    r"^\s*\{metricName: accuracy, metricValue: (\d\.\d{4})\};"
+METRIC_LINE = re.compile(  # after the RFC 3339 time Katib takes as the observation time
+    r"^\s*\d{4}-\d\d-\d\dT[\d:.]+Z \{metricName: accuracy, metricValue: (\d\.\d{4})\};"
     r"\{metricName: loss, metricValue: (\d+\.\d{4})\}$",
     re.MULTILINE,
 )
 
 
 @pytest.fixture
-def fmnist_run(monkeypatch, capsys, fashion_mnist_dir, tmp_path):
+def fmnist_run(capsys, fashion_mnist_dir, tmp_path):
     """Run ``fmnist run`` into a fresh directory: (exit code, stdout, run directory)."""
-    monkeypatch.setattr(cli, "COMMANDS", ("run",))
 
     def call(*argv: str):
         run_dir = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
@@ -46,7 +45,7 @@ def summary(out: str) -> dict[str, str]:
 def test_run_above_the_gate_trains_evaluates_and_checks_the_predictor(fmnist_run, validate_crd):
     code, out, run_dir = fmnist_run("--workers", "2", "--min-accuracy", "0.3")
     assert code == 0, out
-    assert "training on 2 process(es)" in out
+    assert "-m torch.distributed.run --standalone --nproc-per-node=2 -m trainer" in out
     lines = METRIC_LINE.findall(out)
     assert len(lines) == 2  # the trainer's (rank 0, one epoch) and the evaluate step's
     assert lines[0] == lines[1]
@@ -80,7 +79,10 @@ def test_run_below_the_gate_skips_the_deploy_step(fmnist_run):
     assert list(run_dir.glob("outputs/*/evaluate"))
 
 
-def test_run_rejects_bad_parameters_before_running(fmnist_run):
-    code, out, run_dir = fmnist_run("--nproc-per-node", "0")
+@pytest.mark.parametrize(
+    "flags", [("--nproc-per-node", "0"), ("--min-accuracy", "2"), ("--train-limit", "0")]
+)
+def test_run_rejects_bad_parameters_before_running(fmnist_run, flags):
+    code, out, run_dir = fmnist_run(*flags)
     assert (code, out) == (2, "")
     assert not run_dir.exists()

@@ -2,22 +2,21 @@
 
 No Kubeflow server runs here, so these tests run the real ``kfp.Client`` against a local
 HTTP server (the ``kfp_server`` fixture) that implements the KFP v2beta1 REST endpoints
-the client calls, and assert the exact request bodies it receives.
+the client calls, and assert the exact request bodies it receives. Bad hosts and
+parameters: test_submit.py checks those for both commands.
 """
 
 import pytest
+import yaml
 
 from pipelines.cli import UsageError, main
 from pipelines.commands.schedule import parse_cron, parse_interval, parse_time
 
 
-@pytest.fixture(scope="module")
-def package(tmp_path_factory):
-    """The fashion-mnist pipeline, compiled once."""
-    from components.images import Images
-    from pipelines.commands.compile import compile_pipeline
-
-    return compile_pipeline("fashion-mnist", tmp_path_factory.mktemp("pkg"), Images.defaults())
+@pytest.fixture
+def package(packages):
+    """The fashion-mnist pipeline, workspace variant (what the fake server's 2.17 runs)."""
+    return packages[("fashion-mnist", "workspace")]
 
 
 def created(server) -> list[dict]:
@@ -102,6 +101,18 @@ def test_interval_schedule_with_catchup(kfp_server, package):
     assert (body["max_concurrency"], body["no_catchup"]) == (1, False)
     assert body["display_name"] == "fashion-mnist schedule"
     assert body["pipeline_version_reference"] == version_reference(kfp_server)
+
+
+def test_schedule_uploads_the_variant_the_server_runs(kfp_server):
+    kfp_server.tag_name = "2.14.0"
+    argv = ["schedule", "--host", kfp_server.url, "--interval", "1d", "--param", "epochs=2"]
+    assert main([*argv, "--workspace-storage-class", "nfs"]) == 0
+    (upload,) = [e for e in kfp_server.log if e[:2] == ("POST", "/apis/v2beta1/pipelines/upload")]
+    spec, platform = yaml.safe_load_all(upload[3]["uploadfile"])
+    assert "createpvc" in spec["root"]["dag"]["tasks"]  # the pvc variant, for KFP < 2.15
+    assert "pipelineConfig" not in platform["platforms"]["kubernetes"]
+    (body,) = created(kfp_server)
+    assert body["runtime_config"] == {"parameters": {"epochs": 2}}
 
 
 def test_list_disable_delete(kfp_server, package, capsys):

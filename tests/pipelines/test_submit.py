@@ -2,26 +2,35 @@
 
 No Kubeflow server runs here, so these tests run the real ``kfp.Client`` against a local
 HTTP server (the ``kfp_server`` fixture) that implements the KFP v2beta1 REST endpoints
-the client calls, and assert the exact request bodies it receives.
+the client calls, and assert the exact request bodies it receives. The server's release,
+which picks the compiled variant, is what its healthz reports as ``tag_name``
+(kubeflow/pipelines 2.15.0 ``backend/src/apiserver/main.go``).
 """
+
+import http.server
+import threading
 
 import pytest
 import yaml
 
 from pipelines.cli import main
+from pipelines.commands import submit
 
 
-@pytest.fixture(scope="module")
-def package(tmp_path_factory):
-    """The fashion-mnist pipeline, compiled once."""
-    from components.images import Images
-    from pipelines.commands.compile import compile_pipeline
-
-    return compile_pipeline("fashion-mnist", tmp_path_factory.mktemp("pkg"), Images.defaults())
+@pytest.fixture
+def package(packages):
+    """The fashion-mnist pipeline, workspace variant (what 2.17 runs)."""
+    return packages[("fashion-mnist", "workspace")]
 
 
 def posts(server, path_end: str) -> list:
     return [entry for entry in server.log if entry[0] == "POST" and entry[1].endswith(path_end)]
+
+
+def uploaded_spec(server) -> tuple[dict, dict]:
+    (upload,) = posts(server, "/pipelines/upload")
+    spec, platform = yaml.safe_load_all(upload[3]["uploadfile"])
+    return spec, platform["platforms"]["kubernetes"]
 
 
 def test_first_submit_uploads_the_pipeline_and_starts_a_run(kfp_server, package, capsys):
@@ -36,7 +45,7 @@ def test_first_submit_uploads_the_pipeline_and_starts_a_run(kfp_server, package,
         "--param",
         "lr=0.02",
         "--param",
-        "backend=local",
+        "target=local",
         "--experiment",
         "nightly",
         "--run-name",
@@ -58,7 +67,7 @@ def test_first_submit_uploads_the_pipeline_and_starts_a_run(kfp_server, package,
             "pipeline_id": pipeline["pipeline_id"],
             "pipeline_version_id": version["pipeline_version_id"],
         },
-        "runtime_config": {"parameters": {"epochs": 3, "lr": 0.02, "backend": "local"}},
+        "runtime_config": {"parameters": {"epochs": 3, "lr": 0.02, "target": "local"}},
     }
     run_id = kfp_server.state["runs"][0]["run_id"]
     assert f"{kfp_server.url}/#/runs/details/{run_id}" in capsys.readouterr().out
@@ -81,18 +90,9 @@ def test_next_submit_adds_a_version_and_reuses_the_experiment(kfp_server, packag
 
 
 def test_namespace_and_token_reach_the_server(kfp_server, package):
-    argv = [
-        "submit",
-        "--host",
-        kfp_server.url,
-        "--package",
-        str(package),
-        "--namespace",
-        "team-a",
-        "--token",
-        "secret",
-    ]
-    assert main(argv) == 0
+    argv = ["submit", "--host", kfp_server.url, "--package", str(package)]
+    assert main([*argv, "--namespace", "team-a", "--token", "secret"]) == 0
+    assert set(kfp_server.authorizations) == {"Bearer secret"}  # healthz and every API call
     (experiment,) = posts(kfp_server, "/experiments")
     assert experiment[3] == {"display_name": "fmnist", "namespace": "team-a"}
     listed = [entry for entry in kfp_server.log if entry[1].endswith("/experiments")][0]
@@ -114,8 +114,7 @@ def test_submit_compiles_the_named_pipeline(kfp_server):
         "max_trials=4",
     ]
     assert main(argv) == 0
-    (upload,) = posts(kfp_server, "/pipelines/upload")
-    spec = next(yaml.safe_load_all(upload[3]["uploadfile"]))
+    spec, _ = uploaded_spec(kfp_server)
     assert spec["pipelineInfo"]["name"] == "fashion-mnist-tune"
     (run,) = posts(kfp_server, "/runs")
     assert run[3]["runtime_config"]["parameters"] == {
@@ -126,28 +125,156 @@ def test_submit_compiles_the_named_pipeline(kfp_server):
 
 
 @pytest.mark.parametrize(
+    ("tag", "flags", "workspace"),
+    [
+        ("2.5.0", ["--workspace-storage-class", "fast"], None),
+        ("2.14.1", ["--workspace-storage-class", "fast"], None),
+        ("2.15.0", ["--workspace-storage-class", "fast"], {"storageClassName": "fast"}),
+        ("2.16.0", ["--workspace-storage-class", "fast"], {"storageClassName": "fast"}),
+        ("2.17.0", [], {}),
+        ("v2.18.0-rc.1", [], {}),
+        ("unknown", ["--kfp-version", "2.14.0", "--workspace-storage-class", "f"], None),
+    ],
+)
+def test_submit_compiles_the_variant_the_server_runs(kfp_server, tag, flags, workspace):
+    kfp_server.tag_name = tag
+    assert main(["submit", "--host", kfp_server.url, *flags]) == 0
+    spec, kubernetes = uploaded_spec(kfp_server)
+    if workspace is None:  # the pvc variant: a PVC of the run's own
+        assert "pipelineConfig" not in kubernetes
+        assert "createpvc" in spec["root"]["dag"]["tasks"]
+        return
+    patch = kubernetes["pipelineConfig"]["workspace"]["kubernetes"]["pvcSpecPatch"]
+    assert patch == {"accessModes": ["ReadWriteMany"], **workspace}
+    assert "createpvc" not in spec["root"]["dag"]["tasks"]
+
+
+def only_healthz(server) -> bool:
+    return [entry[:2] for entry in server.log] == [("GET", "/apis/v2beta1/healthz")]
+
+
+def one_error_line(err: str, command: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"fmnist {command}: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("tag", "flags", "message"),
+    [
+        ("2.15.0", [], "Kubeflow Pipelines 2.15 refuses a run workspace without a storage class"),
+        ("2.16.0", [], "pass --workspace-storage-class NAME"),
+        ("2.1.0", [], "Kubeflow Pipelines 2.1 is too old"),
+        ("2.14.0", [], "the pvc variant (Kubeflow Pipelines 2.2-2.14) needs"),
+        ("unknown", [], "the server does not report its version (tag_name 'unknown')"),
+        ("2.14.0", ["--package", "WORKSPACE"], "is the workspace variant, but Kubeflow Pipelines"),
+    ],
+)
+def test_a_server_that_cannot_run_the_pipeline_gets_nothing(
+    kfp_server, package, capsys, tag, flags, message
+):
+    kfp_server.tag_name = tag
+    flags = [str(package) if flag == "WORKSPACE" else flag for flag in flags]
+    assert main(["submit", "--host", kfp_server.url, *flags]) == 2
+    assert message in one_error_line(capsys.readouterr().err, "submit")
+    assert only_healthz(kfp_server)
+
+
+# --- bad input: one line, exit 2, nothing sent ------------------------------------------
+
+SCHEDULE = ["--cron", "0 0 2 * * *"]
+COMMANDS = [("submit", []), ("schedule", SCHEDULE)]
+
+
+@pytest.mark.parametrize(("command", "extra"), COMMANDS)
+@pytest.mark.parametrize(
     ("param", "message"),
     [
         ("epoch=3", "unknown pipeline parameter 'epoch'"),
+        ("namespace=team-a", "unknown pipeline parameter 'namespace'"),  # gone from the pipeline
         ("epochs=three", "--param epochs: 'three' is not a NUMBER_INTEGER"),
+        ("lr=fast", "--param lr: 'fast' is not a NUMBER_DOUBLE"),
         ("epochs", "--param takes NAME=VALUE"),
     ],
 )
-def test_bad_params_fail_before_anything_is_uploaded(kfp_server, package, capsys, param, message):
-    argv = ["submit", "--host", kfp_server.url, "--package", str(package), "--param", param]
-    assert main(argv) == 2
-    assert message in capsys.readouterr().err
-    assert kfp_server.log == []
+def test_bad_params_fail_before_anything_is_uploaded(
+    kfp_server, package, capsys, command, extra, param, message
+):
+    argv = [command, "--host", kfp_server.url, "--package", str(package), "--param", param]
+    assert main([*argv, *extra]) == 2
+    assert message in one_error_line(capsys.readouterr().err, command)
+    assert only_healthz(kfp_server)
 
 
-def test_unreachable_or_malformed_host_is_a_clear_error(package, capsys):
-    assert main(["submit", "--host", "http://127.0.0.1:9", "--package", str(package)]) == 2
-    assert "cannot reach Kubeflow Pipelines at http://127.0.0.1:9" in capsys.readouterr().err
-    assert main(["submit", "--host", "localhost:8080", "--package", str(package)]) == 2
-    assert "--host must be a URL" in capsys.readouterr().err
+class NotKFP(http.server.BaseHTTPRequestHandler):
+    """A web server that is not the KFP API: every GET gets an HTML page."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = b"<!doctype html><html><body>Central Dashboard</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def html_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotKFP)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(("command", "extra"), COMMANDS)
+def test_unreachable_malformed_or_foreign_hosts_are_one_clear_line(
+    package, html_server, capsys, command, extra
+):
+    cases = [
+        ("http://127.0.0.1:9", "cannot reach Kubeflow Pipelines at http://127.0.0.1:9"),
+        ("localhost:8080", "--host must be a URL such as http://localhost:8080"),
+        (html_server, f"{html_server} does not answer like a Kubeflow Pipelines API server"),
+    ]
+    for host, message in cases:
+        assert main([command, "--host", host, "--package", str(package), *extra]) == 2
+        assert message in one_error_line(capsys.readouterr().err, command)
+
+
+# --- --wait ------------------------------------------------------------------------------
+
+
+def wait_for(server, package, capsys) -> tuple[int, list[str]]:
+    """``fmnist submit --wait``: (exit code, the lines about the run after its URL)."""
+    code = main(["submit", "--host", server.url, "--package", str(package), "--wait"])
+    run_id = server.state["runs"][0]["run_id"]
+    out = capsys.readouterr().out
+    return code, [line for line in out.splitlines() if line.startswith(f"run {run_id}: ")][1:]
+
+
+def test_wait_prints_each_state_once_and_succeeds_with_the_run(
+    kfp_server, package, capsys, monkeypatch
+):
+    """kfp.Client.wait_for_run_completion polls every 5 s; one 1-s chunk ends after one poll."""
+    monkeypatch.setattr(submit, "WAIT_CHUNK_SECONDS", 1)
+    kfp_server.run_states = ["RUNNING", "RUNNING", "RUNNING", "SUCCEEDED"]
+    code, lines = wait_for(kfp_server, package, capsys)
+    run_id = kfp_server.state["runs"][0]["run_id"]
+    assert (code, lines) == (0, [f"run {run_id}: RUNNING", f"run {run_id}: SUCCEEDED"])
+
+
+def test_wait_fails_with_a_failed_run(kfp_server, package, capsys):
+    kfp_server.run_states = ["FAILED"]
+    code, lines = wait_for(kfp_server, package, capsys)
+    run_id = kfp_server.state["runs"][0]["run_id"]
+    assert (code, lines) == (1, [f"run {run_id}: FAILED"])
 
 
 def test_help_has_examples(capsys):
     with pytest.raises(SystemExit):
         main(["submit", "--help"])
-    assert "examples:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "examples:" in out and "--wait" in out

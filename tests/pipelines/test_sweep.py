@@ -1,6 +1,6 @@
 """``fmnist sweep``: --render and ``fmnist render experiment``, --apply against a fake cluster
 (the ``fake_k8s`` fixture at the kubernetes client boundary), flag errors, and a real
-2x2 grid run with --local on a slice of FashionMNIST.
+2x2 grid run with --local (components/runtime/local_sweep.py) on a slice of FashionMNIST.
 """
 
 import json
@@ -11,7 +11,9 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from components.specs.pods import container_security_context, pod_security_context
 from pipelines.cli import main
+from pipelines.staging import KATIB_INJECTION_LABEL
 
 GRID = [
     "--algorithm",
@@ -63,6 +65,25 @@ def test_render_prints_a_valid_experiment_without_yaml_anchors(capsys, validate_
     assert pod["containers"][0]["args"][0] == "--data-dir=/kfp-workspace/train/data"
 
 
+def test_render_with_trainjob_trials(capsys, validate_katib_experiment):
+    argv = ["sweep", "--render", *GRID, "--job-api", "trainjob", "--gpus-per-worker", "1"]
+    assert main(argv) == 0
+    experiment = yaml.safe_load(capsys.readouterr().out)
+    trial = validate_katib_experiment(experiment)  # the TrainJob against Trainer v2.3.0
+    assert (trial["apiVersion"], trial["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    assert trial["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "fmnist-gpu"}
+    template = experiment["spec"]["trialTemplate"]
+    assert template["primaryContainerName"] == "node"
+    assert "--lr=${trialParameters.learningRate}" in trial_args(experiment)
+
+
+def trial_args(experiment: dict) -> list[str]:
+    spec = experiment["spec"]["trialTemplate"]["trialSpec"]["spec"]
+    if "trainer" in spec:
+        return spec["trainer"]["args"]
+    return spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["args"]
+
+
 def test_render_experiment_is_the_same_builder(capsys, validate_katib_experiment):
     assert main(["sweep", "--render", *GRID, "--name", "x"]) == 0
     from_sweep = yaml.safe_load(capsys.readouterr().out)
@@ -95,11 +116,18 @@ def test_bad_flags_are_usage_errors(capsys, argv, message):
     assert err.startswith("fmnist sweep: error: ") and message in err
 
 
-def test_unknown_algorithm_and_missing_mode_are_argparse_errors(capsys):
-    for argv in (["--render", "--algorithm", "hyperopt"], ["--algorithm", "grid"]):
-        with pytest.raises(SystemExit) as exited:
-            main(["sweep", *argv])
-        assert exited.value.code == 2
+def test_an_unknown_algorithm_names_katibs(capsys):
+    assert main(["sweep", "--render", "--algorithm", "hyperopt"]) == 2
+    assert capsys.readouterr().err == (
+        "fmnist sweep: error: --algorithm must be one of random, grid, bayesianoptimization, "
+        "tpe, multivariate-tpe, cmaes, sobol, got 'hyperopt'\n"
+    )
+
+
+def test_a_missing_mode_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["sweep", "--algorithm", "grid"])
+    assert exited.value.code == 2
     assert "one of the arguments --render --apply --local is required" in capsys.readouterr().err
 
 
@@ -119,8 +147,20 @@ def test_apply_without_credentials_is_a_clear_error(monkeypatch, tmp_path, capsy
 
 
 @pytest.fixture
-def katib_run(fake_k8s):
+def ready_namespace(fake_k8s):
+    """Namespace team-a as k8s/kueue, k8s/storage and docs/sweeps.md prepare it."""
+    fake_k8s.custom.objects[("localqueues", "team-a", "fmnist-cpu")] = {
+        "metadata": {"name": "fmnist-cpu", "namespace": "team-a"}
+    }
+    fake_k8s.core.pvcs.add(("team-a", "fmnist-workspace"))
+    fake_k8s.core.namespace_labels["team-a"] = {KATIB_INJECTION_LABEL: "enabled"}
+    return fake_k8s
+
+
+@pytest.fixture
+def katib_run(ready_namespace):
     """Katib's side of a 2-trial Experiment that succeeds."""
+    fake_k8s = ready_namespace
     trial = {
         "metadata": {"name": "lr-epochs-abc"},
         "spec": {
@@ -168,26 +208,65 @@ def test_apply_creates_follows_and_prints_the_best(katib_run, capsys, validate_k
     assert main(argv) == 0
     (experiment,) = katib_run.custom.created("experiments")
     validate_katib_experiment(experiment)
-    assert experiment["metadata"] == {"name": "lr-epochs", "namespace": "team-a"}
+    metadata = experiment["metadata"]
+    assert (metadata["name"], metadata["namespace"]) == ("lr-epochs", "team-a")
+    assert set(metadata["annotations"]) == {"fmnist-pipeline/spec-hash"}  # adopted on a rerun
     out = capsys.readouterr().out
-    assert "Running: ExperimentRunning Experiment is running" in out
+    assert "Running=True (ExperimentRunning: Experiment is running)" in out
     assert re.search(r"lr-epochs-abc\s+0.05\s+2\s+0.8312\s+0.4700\s+Succeeded", out)
     assert out.rstrip().endswith("best trial: lr-epochs-abc, accuracy 0.8312: --lr 0.05 --epochs 2")
+
+
+def test_apply_stages_the_data_with_a_restricted_pod_first(katib_run, capsys):
+    argv = ["sweep", "--apply", *GRID, "--namespace", "team-a", "--poll-seconds", "0.01"]
+    assert main([*argv, "--train-limit", "2000"]) == 0
+    (pod,) = katib_run.core.created_pods
+    assert katib_run.core.deleted_pods == [("team-a", pod["metadata"]["name"])]
+    spec = pod["spec"]
+    assert spec["securityContext"] == pod_security_context()
+    (container,) = spec["containers"]
+    assert container["securityContext"] == container_security_context()
+    assert container["command"][-3:] == ["/kfp-workspace/train/data", "2000", "10000"]
+    assert spec["volumes"] == [
+        {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "fmnist-workspace"}}
+    ]
+    calls = katib_run.custom.verbs()
+    assert calls.index(("get", "localqueues")) < calls.index(("create", "experiments"))
+
+
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [
+        ("queue", "the Kueue LocalQueue fmnist-cpu (k8s/kueue, with this namespace)"),
+        ("pvc", "the PVC fmnist-workspace (k8s/storage, with this namespace)"),
+        ("label", f"the label {KATIB_INJECTION_LABEL}=enabled"),
+    ],
+)
+def test_apply_refuses_a_namespace_that_is_not_ready(ready_namespace, capsys, missing, message):
+    if missing == "queue":
+        ready_namespace.custom.objects.clear()
+    elif missing == "pvc":
+        ready_namespace.core.pvcs.clear()
+    else:
+        ready_namespace.core.namespace_labels.clear()
+    assert main(["sweep", "--apply", *GRID, "--namespace", "team-a"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fmnist sweep: error: namespace team-a is not ready") and message in err
+    assert ready_namespace.core.created_pods == []
+    assert ready_namespace.custom.created("experiments") == []
 
 
 def test_apply_reports_a_failed_experiment(katib_run, capsys):
     failed = {"conditions": [ok("Failed", "ExperimentFailed", "max failed count has reached")]}
     katib_run.custom.statuses["experiments"] = [failed]
-    assert main(["sweep", "--apply", *GRID, "--namespace", "t", "--poll-seconds", "0.01"]) == 1
+    argv = ["sweep", "--apply", *GRID, "--namespace", "team-a", "--poll-seconds", "0.01"]
+    assert main(argv) == 1
     assert "max failed count has reached" in capsys.readouterr().err
 
 
-def test_apply_without_katib_says_so(fake_k8s, monkeypatch, capsys):
-    def missing(*args, **kwargs):
-        raise ApiException(status=404, reason="Not Found")
-
-    monkeypatch.setattr(fake_k8s.custom, "create_namespaced_custom_object", missing)
-    assert main(["sweep", "--apply", *GRID, "--namespace", "t"]) == 2
+def test_apply_without_katib_says_so(ready_namespace, capsys):
+    ready_namespace.fail("create", "experiments", ApiException(status=404, reason="Not Found"))
+    assert main(["sweep", "--apply", *GRID, "--namespace", "team-a"]) == 2
     assert "404 Not Found (is Katib installed?)" in capsys.readouterr().err
 
 
@@ -235,3 +314,19 @@ def test_local_grid_on_real_data_ranks_the_trials(packed_small, tmp_path, capsys
     best = final[0]
     assert f"best trial: {best[0]}, accuracy {best[3]}: --lr {best[1]} --epochs {best[2]}" in out
     assert f"its model: {tmp_path / best[0] / 'model'}" in out
+
+
+def test_apply_without_the_right_to_read_namespaces_skips_only_the_label_check(
+    ready_namespace, capsys, monkeypatch
+):
+    """Kubeflow profile users may not read Namespace objects (cluster-scoped)."""
+
+    def forbidden(name):
+        raise ApiException(status=403, reason="Forbidden")
+
+    monkeypatch.setattr(ready_namespace.core, "read_namespace", forbidden)
+    ready_namespace.fail("create", "experiments", ApiException(status=404, reason="Not Found"))
+    assert main(["sweep", "--apply", *GRID, "--namespace", "team-a"]) == 2
+    out, err = capsys.readouterr()
+    assert "cannot read namespace team-a (403); not checking its Katib label" in out
+    assert "is Katib installed?" in err  # it went on: staged the data, tried the Experiment

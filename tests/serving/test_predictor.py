@@ -15,13 +15,14 @@ from serving.predictor import FashionMNISTModel, ServingConfig
 def model(trained_model_dir):
     """A loaded predictor; torch's process-wide settings that load() changes are restored."""
     threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
+    tf32 = torch.backends.cudnn.allow_tf32
     model = FashionMNISTModel("fashion-mnist", ServingConfig(str(trained_model_dir)))
     assert not model.ready
     assert model.load()
     assert model.ready
     yield model
     torch.set_num_threads(threads)
-    torch.backends.mkldnn.enabled = onednn
+    torch.backends.mkldnn.enabled, torch.backends.cudnn.allow_tf32 = onednn, tf32
 
 
 @pytest.fixture
@@ -68,8 +69,22 @@ def test_grpc_raw_tensor(model, test_images, offline_probabilities):
         ({"max_batch_size": 0}, "max_batch_size must be in 1..65536, got 0"),
         ({"max_batch_size": 65_537}, "max_batch_size must be in 1..65536, got 65537"),
         ({"num_threads": 0}, "num_threads must be >= 1, got 0"),
+        ({"device": "gpu"}, "device must be one of auto, cpu, cuda, got 'gpu'"),
     ],
 )
 def test_config_range_checks(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ServingConfig(**kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")
+def test_cuda_without_a_gpu_fails_to_load(trained_model_dir):
+    model = FashionMNISTModel("fashion-mnist", ServingConfig(str(trained_model_dir), device="cuda"))
+    threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
+    try:
+        with pytest.raises(ValueError, match="--device cuda: no CUDA device is visible"):
+            model.load()
+    finally:
+        torch.set_num_threads(threads)
+        torch.backends.mkldnn.enabled = onednn
+    assert not model.ready

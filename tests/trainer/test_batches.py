@@ -29,23 +29,31 @@ def test_test_shards_are_disjoint_and_complete():
     assert torch.cat(parts).tolist() == list(range(10))
 
 
-def test_train_batches_follow_the_sampler():
+def test_batches_follow_the_sampler():
     images = torch.arange(10, dtype=torch.float32).reshape(10, 1, 1, 1).expand(10, 1, 28, 28)
     labels = torch.arange(10)
     sampler = DistributedSampler(range(10), num_replicas=2, rank=1, seed=0)
-    got = list(batches.train_batches(images, labels, sampler, batch_size=2))
-    assert [len(y) for _, y in got] == [2, 2, 1]
-    assert torch.cat([y for _, y in got]).tolist() == list(sampler)
-    assert all(torch.equal(x[:, 0, 0, 0], y.float()) for x, y in got)
+    order, flips = batches.epoch_plan(sampler, None, torch.device("cpu"))
+    assert order.tolist() == list(sampler) and flips is None
+    got = list(batches.batch_slices(order, flips, batch_size=2))
+    assert [len(index) for index, _ in got] == [2, 2, 1]
+    assert torch.cat([index for index, _ in got]).tolist() == list(sampler)
+    for index, flip in got:
+        assert torch.equal(batches.gather(images, index, flip)[:, 0, 0, 0], labels[index].float())
 
 
-def test_random_flip_mirrors_about_half_deterministically():
+def test_flips_mirror_about_half_deterministically():
     batch = torch.zeros(64, 1, 28, 28)
     batch[:, 0, 10:18, 0:4] = 1.0  # a bar at the left edge
-    out1 = batches.random_flip(batch, torch.Generator().manual_seed(3))
-    out2 = batches.random_flip(batch, torch.Generator().manual_seed(3))
-    assert torch.equal(out1, out2)
-    flipped = out1[:, 0, 10:18, 24:].sum((1, 2)) == 32
-    kept = out1[:, 0, 10:18, :4].sum((1, 2)) == 32
-    assert torch.equal(flipped, ~kept)
+    sampler = DistributedSampler(range(64), num_replicas=1, rank=0, shuffle=False)
+    plans = [
+        batches.epoch_plan(sampler, torch.Generator().manual_seed(3), torch.device("cpu"))
+        for _ in range(2)
+    ]
+    assert torch.equal(plans[0][1], plans[1][1])
+    order, flips = plans[0]
+    out = batches.gather(batch, order, flips)
+    flipped = out[:, 0, 10:18, 24:].sum((1, 2)) == 32
+    kept = out[:, 0, 10:18, :4].sum((1, 2)) == 32
+    assert torch.equal(flipped, flips) and torch.equal(flipped, ~kept)
     assert 16 < int(flipped.sum()) < 48

@@ -46,7 +46,7 @@ def test_reference_mnist_py_flags_parse():
             "gloo",
         ]
     )
-    assert config.epochs == 3 and config.no_cuda and config.save_model
+    assert config.epochs == 3 and config.device == "cpu" and config.save_model
     assert config.model_output_dir == "model"
     assert config.backend == "gloo"
 
@@ -61,6 +61,9 @@ def test_reference_mnist_py_flags_parse():
         (["--optimizer", "rmsprop"], "argument --optimizer: invalid choice: 'rmsprop'"),
         (["--train-limit", "0"], "--train-limit must be an integer >= 1"),
         (["--precision", "fp16"], "argument --precision: invalid choice: 'fp16'"),
+        (["--device", "gpu"], "argument --device: invalid choice: 'gpu'"),
+        (["--device", "cpu", "--cuda-graphs"], "--cuda-graphs must be used without --device cpu"),
+        (["--no-device-data", "--cuda-graphs"], "--cuda-graphs must be used with --device-data"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
@@ -73,3 +76,30 @@ def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
 def test_config_checks_ranges_directly():
     with pytest.raises(ValueError, match="--optimizer must be one of sgd, adamw"):
         TrainConfig(optimizer="adam")
+
+
+def test_device_flag_and_the_reference_alias():
+    assert parse_args([]).device == "auto"
+    assert parse_args(["--device", "cuda"]).device == "cuda"
+    assert parse_args(["--no-cuda"]).device == "cpu"
+    assert parse_args(["--device", "cuda", "--no-cuda"]).device == "cpu"  # the last one wins
+
+
+def test_gpu_speed_flags_default_to_the_safe_choice():
+    config = parse_args([])
+    assert (config.device_data, config.fused_optimizer) == (True, True)
+    assert (config.compile, config.cuda_graphs) == (False, False)
+    off = parse_args(["--no-device-data", "--no-fused-optimizer"])
+    assert (off.device_data, off.fused_optimizer) == (False, False)
+
+
+def test_every_flag_is_documented_in_help(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for phrase in (
+        "--device {auto,cpu,cuda} auto: CUDA when a GPU is visible",
+        "--no-cuda same as --device cpu",
+        "--cuda-graphs, --no-cuda-graphs replay each full training step as one CUDA graph",
+    ):
+        assert phrase in text

@@ -1,0 +1,89 @@
+"""What the cluster serves, asked the cluster, never guessed from a version string.
+
+Which training job API, which Trainer generation, which KServe naming:
+
+- Job API: the discovery documents of ``kubeflow.org/v1`` (``pytorchjobs``) and
+  ``trainer.kubeflow.org/v1alpha1`` (``trainjobs``).
+- Trainer generation: the served TrainJob schema has ``spec.podTemplateOverrides``
+  (v2.1) or ``spec.runtimePatches`` (v2.2 and later).
+- KServe naming: the served InferenceService schema gained ``spec.predictor.storageUris``
+  in v0.16.0, the release that renamed the deployment modes to Standard/Knative (kserve
+  ``config/crd/full/serving.kserve.io_inferenceservices.yaml`` at v0.15.2 and v0.16.0).
+"""
+
+from __future__ import annotations
+
+from components.runtime.kube import KubeClient
+from components.specs.kinds import INFERENCESERVICE, PYTORCHJOB, TRAINJOB, CustomResource
+
+INSTALL_HINT = (
+    "install the Kubeflow Training Operator v1.9 (PyTorchJob) or Kubeflow Trainer v2 "
+    "(TrainJob): docs/operations.md, step 2"
+)
+
+
+class ClusterMismatch(RuntimeError):
+    """The cluster does not serve what the parameters need."""
+
+
+def serves(kube: KubeClient, resource: CustomResource) -> bool:
+    """Whether the API server serves ``resource`` (its CRD is installed)."""
+    return resource.plural in (kube.served_resources(resource.api_version) or set())
+
+
+def choose_job_api(kube: KubeClient, job_api: str) -> str:
+    """``pytorchjob`` or ``trainjob``: the one asked for, or for ``auto`` the one served.
+
+    PyTorchJob wins when both are served.
+
+    Raises:
+        ClusterMismatch: the API asked for, or both, are not served.
+    """
+    wanted = ("pytorchjob", "trainjob") if job_api == "auto" else (job_api,)
+    resources = {"pytorchjob": PYTORCHJOB, "trainjob": TRAINJOB}
+    for api in wanted:
+        if serves(kube, resources[api]):
+            return api
+    if job_api == "auto":
+        missing = f"neither {_crd(PYTORCHJOB)} nor {_crd(TRAINJOB)}"
+    else:
+        missing = f"no {_crd(resources[job_api])} (job_api={job_api})"
+    raise ClusterMismatch(f"this cluster serves {missing}; {INSTALL_HINT}")
+
+
+def _crd(resource: CustomResource) -> str:
+    return f"{resource.plural}.{resource.group} ({resource.api_version})"
+
+
+def _schema(kube: KubeClient, resource: CustomResource) -> dict:
+    document = kube.openapi_schema(resource.api_version)
+    for schema in document.get("components", {}).get("schemas", {}).values():
+        kinds = schema.get("x-kubernetes-group-version-kind", [])
+        if any(item.get("kind") == resource.kind for item in kinds):
+            return schema
+    raise ClusterMismatch(f"the API server publishes no schema for {resource.kind}")
+
+
+def _has(schema: dict, *path: str) -> bool:
+    for name in path:
+        schema = schema.get("properties", {}).get(name)
+        if schema is None:
+            return False
+    return True
+
+
+def trainjob_generation(kube: KubeClient) -> str:
+    """``v2.1`` (podTemplateOverrides) or ``v2.2`` (runtimePatches, v2.2 and later)."""
+    schema = _schema(kube, TRAINJOB)
+    if _has(schema, "spec", "runtimePatches"):
+        return "v2.2"
+    if _has(schema, "spec", "podTemplateOverrides"):
+        return "v2.1"
+    raise ClusterMismatch(
+        "the served TrainJob schema has neither runtimePatches nor podTemplateOverrides"
+    )
+
+
+def kserve_uses_legacy_names(kube: KubeClient) -> bool:
+    """Whether the installed KServe predates 0.16 (RawDeployment/Serverless naming)."""
+    return not _has(_schema(kube, INFERENCESERVICE), "spec", "predictor", "storageUris")

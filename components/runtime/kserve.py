@@ -1,0 +1,243 @@
+"""Serve a model with KServe: publish it, apply the InferenceService, wait until it serves.
+
+The run's workspace is deleted with the run, so the model is copied onto a PVC that
+outlives it (mounted in the deploy step at MODEL_STORE_MOUNT); the service reads it
+through ``STORAGE_URI=pvc://<pvc>/<model>/<run>``, a path unique to the run.
+
+Ready is not enough on a redeploy: in Standard (raw) mode KServe copies
+``observedGeneration`` from the predictor Deployment and keeps Ready=True while the old
+pod still serves (kserve v0.15.2 ``pkg/apis/serving/v1beta1/inference_service_status.go``,
+``PropagateRawStatus``). So the step waits for the Deployment that carries the new
+STORAGE_URI to finish its rollout; in Knative mode, for the latest created revision to be
+the latest ready one and to take all the traffic. A new predictor that cannot start
+(crash loop, image pull error) fails the step with the reason and its last log lines.
+
+The deployment mode annotation must not change on an existing service: KServe's webhook
+rejects any value that differs from ``status.deploymentMode`` (kserve
+``pkg/apis/serving/v1beta1/inference_service_validation.go``, ``validateDeploymentMode``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from components.runtime.discovery import kserve_uses_legacy_names
+from components.runtime.kube import KubeClient, apply, current_namespace
+from components.runtime.signals import terminate_on_sigterm
+from components.runtime.waiting import condition_summary, true_conditions, wait_until
+from components.specs.inferenceservice import (
+    PREDICTOR_CONTAINER,
+    inference_service,
+    mode_name,
+    storage_uri,
+)
+from components.specs.kinds import INFERENCESERVICE
+from components.specs.params import LEGACY_DEPLOYMENT_MODES, Serving
+
+MODEL_STORE_MOUNT = "/mnt/model-store"  # where the pipeline mounts the model_pvc
+POLL_SECONDS = 5.0
+ISVC_LABEL = "serving.kserve.io/inferenceservice"  # on the predictor's Deployment and pods
+# Container states from which a predictor does not recover by waiting.
+STUCK_REASONS = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+LOG_LINES = 20
+
+
+class DeployFailed(RuntimeError):
+    """The new model cannot serve, or the request cannot be applied."""
+
+
+def publish_model(model_dir: str, store_root: str, model_name: str, run_id: str) -> str:
+    """Copy the model to ``<store_root>/<model_name>/<run_id>``; return that path relative."""
+    relative = f"{model_name}/{run_id}"
+    shutil.copytree(model_dir, Path(store_root) / relative, dirs_exist_ok=True)
+    return relative
+
+
+def mode_annotation(serving: Serving, live: dict | None, legacy: bool) -> str:
+    """The deployment mode to write: the live service's, in the installed KServe's naming.
+
+    Raises:
+        DeployFailed: the live service runs in another mode than the one asked for.
+    """
+    recorded = ((live or {}).get("status") or {}).get("deploymentMode")
+    if not recorded:
+        return mode_name(serving.mode, legacy)
+    current = LEGACY_DEPLOYMENT_MODES.get(recorded, recorded)
+    if current != serving.mode:
+        name = live["metadata"]["name"]
+        raise DeployFailed(
+            f"InferenceService {live['metadata']['namespace']}/{name} runs in {recorded} "
+            f"mode, and KServe cannot change the mode of an existing service; deploy with "
+            f"deployment_mode={current}, or delete it first (kubectl delete "
+            f"inferenceservice {name}) to switch to {serving.deployment_mode}"
+        )
+    return mode_name(recorded, legacy)
+
+
+class RolloutWatch:
+    """One poll of a deploy: has the new model taken over, or can it never start?"""
+
+    def __init__(
+        self, kube: KubeClient, namespace: str, serving: Serving, uri: str, generation: int
+    ):
+        self.kube, self.namespace, self.serving = kube, namespace, serving
+        self.uri, self.generation, self.last = uri, generation, None
+        self.name = serving.model_name
+
+    def check(self) -> dict | None:
+        """The service once the new model serves; None meanwhile; raises if it cannot start."""
+        isvc = self.kube.get(INFERENCESERVICE, self.namespace, self.name)
+        if isvc is None:
+            raise DeployFailed(f"InferenceService {self.namespace}/{self.name} disappeared")
+        self.last = isvc
+        self._check_predictor_pods()
+        failure = _model_failure(isvc)
+        if failure:
+            raise DeployFailed(f"{self.what}: {failure}.\n{self.describe()}")
+        served = (
+            self._standard_done()
+            if self.serving.mode == "Standard"
+            else _knative_done(isvc, self.generation)
+        )
+        return isvc if served and "Ready" in true_conditions(isvc) else None
+
+    @property
+    def what(self) -> str:
+        """``InferenceService ns/name``."""
+        return f"InferenceService {self.namespace}/{self.name}"
+
+    def describe(self) -> str:
+        """The service's conditions."""
+        return f"Conditions:\n{condition_summary(self.last)}"
+
+    def _standard_done(self) -> bool:
+        selector = f"{ISVC_LABEL}={self.name},component=predictor"
+        new = [
+            d
+            for d in self.kube.list_deployments(self.namespace, selector)
+            if _serves(d.spec.template.spec, self.uri)
+        ]
+        return bool(new) and all(_rolled_out(deployment) for deployment in new)
+
+    def _check_predictor_pods(self) -> None:
+        for pod in self.kube.list_pods(self.namespace, f"{ISVC_LABEL}={self.name}"):
+            if not _serves(pod.spec, self.uri):
+                continue  # an old pod, going away
+            for status in pod.status.container_statuses or []:
+                reason = _stuck(status)
+                if status.name == PREDICTOR_CONTAINER and reason:
+                    log = self._log(pod.metadata.name, bool(status.restart_count))
+                    raise DeployFailed(
+                        f"{self.what}: the new predictor pod {pod.metadata.name} cannot start: "
+                        f"{reason}\nLast lines of its log:\n{log}"
+                    )
+
+    def _log(self, pod: str, previous: bool) -> str:
+        try:
+            text = self.kube.pod_log(self.namespace, pod, PREDICTOR_CONTAINER, previous)
+        except Exception:  # noqa: BLE001 - the reason above is the message; the log is extra
+            return "(not available)"
+        return "\n".join(text.splitlines()[-LOG_LINES:]) or "(empty)"
+
+
+def _serves(pod_spec, uri: str) -> bool:
+    """Whether a pod (template) runs the predictor with this STORAGE_URI."""
+    for container in pod_spec.containers or []:
+        if container.name == PREDICTOR_CONTAINER:
+            return any(
+                env.name == "STORAGE_URI" and env.value == uri for env in container.env or []
+            )
+    return False
+
+
+def _rolled_out(deployment) -> bool:
+    status, desired = deployment.status, deployment.spec.replicas or 1
+    return (
+        (status.observed_generation or 0) >= (deployment.metadata.generation or 0)
+        and (status.updated_replicas or 0) == desired
+        and (status.available_replicas or 0) == desired
+        and (status.replicas or 0) == desired
+    )
+
+
+def _stuck(status) -> str | None:
+    waiting = status.state.waiting if status.state else None
+    if waiting and waiting.reason in STUCK_REASONS:
+        return f"{waiting.reason}: {waiting.message or ''}".strip()
+    terminated = status.state.terminated if status.state else None
+    if terminated and terminated.exit_code:
+        return f"exited with code {terminated.exit_code} ({terminated.reason or 'Error'})"
+    return None
+
+
+def _knative_done(isvc: dict, generation: int) -> bool:
+    status = isvc.get("status", {})
+    predictor = status.get("components", {}).get("predictor", {})
+    ready = predictor.get("latestReadyRevision")
+    traffic = sum(
+        item.get("percent", 0)
+        for item in predictor.get("traffic", [])
+        if item.get("revisionName") == ready
+    )
+    return (
+        (status.get("observedGeneration") or 0) >= generation
+        and bool(ready)
+        and predictor.get("latestCreatedRevision") == ready
+        and traffic == 100
+    )
+
+
+def _model_failure(isvc: dict) -> str | None:
+    """Why the model can never become ready (failed to load, revision failed), else None."""
+    model_status = isvc.get("status", {}).get("modelStatus", {})
+    if model_status.get("states", {}).get("targetModelState") == "FailedToLoad":
+        info = model_status.get("lastFailureInfo", {})
+        return f"model failed to load: {info.get('reason', '?')}: {info.get('message', '')}"
+    for condition in isvc.get("status", {}).get("conditions", []):
+        if condition.get("reason") == "RevisionFailed" and condition.get("status") == "False":
+            return f"revision failed: {condition.get('message', '')}"
+    return None
+
+
+def deploy_to_kserve(
+    serving: Serving, model_dir: str, run_id: str, kube: KubeClient | None = None
+) -> str:
+    """Publish the model, apply the InferenceService, wait until it serves; return its URL."""
+    kube = kube or KubeClient.connect()
+    namespace = current_namespace()
+    relative = publish_model(model_dir, MODEL_STORE_MOUNT, serving.model_name, run_id)
+    uri = storage_uri(serving.model_pvc, relative)
+    live = kube.get(INFERENCESERVICE, namespace, serving.model_name)
+    annotation = mode_annotation(serving, live, kserve_uses_legacy_names(kube))
+    body = inference_service(
+        serving=serving, namespace=namespace, uri=uri, mode_annotation=annotation
+    )
+    applied = apply(kube, INFERENCESERVICE, body, live)
+    print(
+        f"applied InferenceService {namespace}/{serving.model_name} ({annotation}), "
+        f"serving {relative}",
+        flush=True,
+    )
+    watch = RolloutWatch(kube, namespace, serving, uri, applied["metadata"].get("generation", 1))
+    with terminate_on_sigterm():
+        ready = wait_until(
+            watch.check,
+            what=watch.what,
+            timeout_seconds=serving.serving_timeout_seconds,
+            describe=watch.describe,
+            poll_seconds=POLL_SECONDS,
+        )
+    url = ready["status"].get("url", "")
+    print(f"{watch.what} serves the new model at {url}", flush=True)
+    return url

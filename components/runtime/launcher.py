@@ -1,0 +1,205 @@
+"""Train on the cluster: stage the data, create (or adopt) the job, follow it to its end.
+
+The step's pod and the job's pods see the same storage: KFP mounts the run's workspace
+PVC into the step and hands the step that volume through ``task_config_passthroughs``;
+the job gets exactly those volumes and mounts, so ``--data-dir``, ``--model-dir`` and
+``--checkpoint-dir`` point at the same files in both.
+
+What the step guarantees, for both job kinds alike:
+- the job is named after the run; a retried step adopts it instead of failing on 409;
+- the rank-0 pod's log streams into the step's log;
+- a Failed job fails the step with its conditions and the log's tail (the job stays for
+  inspection; a PyTorchJob until its TTL); while Kueue keeps the job suspended the step
+  waits, and says why; a job Kueue admitted but never starts fails the step;
+- a succeeded PyTorchJob is left to its TTL; a succeeded TrainJob, which has none, is
+  deleted once the model is copied;
+- transient API errors are waited out; only the step's own timeout or a termination
+  (SIGTERM, Ctrl-C) deletes the job.
+
+The Training Operator SDK's ``TrainingClient`` is not used for the calls: it turns every
+``ApiException`` into a ``RuntimeError`` (kubeflow-training 1.9.4
+``kubeflow/training/api/training_client.py``), losing the status that tells a 409 to
+adopt, a 404 and a transient 5xx apart, and it knows no TrainJob. The SDK's typed models
+build the PyTorchJob (``components/specs/pytorchjob.py``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from components.runtime.discovery import choose_job_api, trainjob_generation
+from components.runtime.kube import KubeClient, current_namespace
+from components.runtime.logs import LogFollower
+from components.runtime.objects import create_or_adopt, run_object_name
+from components.runtime.signals import terminate_on_sigterm
+from components.runtime.waiting import condition_summary, true_conditions, wait_until
+from components.specs.kinds import JOB_KINDS, WORKLOAD, JobKind
+from components.specs.params import TrainingJob
+from components.specs.pods import Placement, TrainerFlags, WorkPaths
+from components.specs.training import training_job
+
+JOB_PREFIX = "fmnist"
+STUCK_SECONDS = 180  # admitted by Kueue yet suspended this long: Kueue cannot start it
+WORKLOAD_JOB_LABEL = "kueue.x-k8s.io/job-uid"  # kueue v0.19.2 pkg/controller/constants
+
+
+class JobFailed(RuntimeError):
+    """The training job failed, or vanished."""
+
+
+class JobStuck(JobFailed):
+    """Kueue admitted the job, but it never started."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which API the job goes to and in what generation."""
+
+    api: str  # pytorchjob or trainjob
+    generation: str = "v2.2"  # the Trainer generation, for a TrainJob
+
+    @property
+    def kind(self) -> JobKind:
+        """What the launcher knows of this kind."""
+        return JOB_KINDS[self.api]
+
+
+def find_target(kube: KubeClient, job_api: str) -> Target:
+    """The job API to use (``auto`` asks the cluster) and, for TrainJob, its generation."""
+    api = choose_job_api(kube, job_api)
+    return Target(api, trainjob_generation(kube) if api == "trainjob" else "v2.2")
+
+
+def stage_dataset(dataset_dir: str, paths: WorkPaths) -> None:
+    """Copy the packed dataset into the workspace, where the job's pods can read it."""
+    shutil.copytree(dataset_dir, paths.data, dirs_exist_ok=True)
+    paths.checkpoints.mkdir(parents=True, exist_ok=True)
+
+
+class JobWatch:
+    """One poll of a training job: its state, its suspension, its rank-0 log."""
+
+    def __init__(self, kube: KubeClient, kind: JobKind, namespace: str, name: str, echo=print):
+        self.kube, self.kind, self.echo = kube, kind, echo
+        self.namespace, self.name = namespace, name
+        self.logs = LogFollower(kube, namespace, kind.rank0_selector(name), kind.container, echo)
+        self.last: dict | None = None
+        self.waiting_said, self.admitted_at = None, None
+
+    @property
+    def what(self) -> str:
+        """``PyTorchJob ns/name``."""
+        return f"{self.kind.resource.kind} {self.namespace}/{self.name}"
+
+    def check(self) -> dict | None:
+        """The job once it succeeded; None while it runs or waits; raises if it failed."""
+        job = self.kube.get(self.kind.resource, self.namespace, self.name)
+        if job is None:
+            raise JobFailed(f"{self.what} disappeared (deleted by someone?)")
+        self.last = job
+        true = true_conditions(job)
+        if self.kind.suspended in true:
+            self._wait_for_kueue(job)
+            return None
+        self.logs.poll()
+        if self.kind.succeeded in true:
+            return job
+        if self.kind.failed in true:
+            raise JobFailed(f"{self.what} failed.\n{self.describe()}")
+        return None
+
+    def describe(self) -> str:
+        """The job's conditions and the last lines of rank 0's log."""
+        return (
+            f"Conditions:\n{condition_summary(self.last)}\n"
+            f"Last lines of rank 0's log:\n{self.logs.tail_text()}"
+        )
+
+    def _wait_for_kueue(self, job: dict) -> None:
+        """Say why the job waits; give up on one Kueue admitted but cannot start."""
+        admitted, message = self._workload_state(job)
+        if not admitted:
+            self.admitted_at = None
+        elif self.admitted_at is None:
+            self.admitted_at = time.monotonic()
+        elif time.monotonic() - self.admitted_at > STUCK_SECONDS:
+            raise JobStuck(
+                f"{self.what} was admitted by Kueue {STUCK_SECONDS} s ago but is still "
+                "suspended: Kueue cannot start it. Kueue >= 0.19 cannot start a Kubeflow "
+                "Trainer v2.1 TrainJob (it writes spec.runtimePatches, a v2.2 field; see "
+                "docs/operations.md#compatibility); otherwise see the Workload's events."
+            )
+        reason = message or true_conditions(job)[self.kind.suspended].get("message", "")
+        if reason != self.waiting_said:
+            self.waiting_said = reason
+            self.echo(f"{self.what} is suspended by Kueue, waiting for admission: {reason}")
+
+    def _workload_state(self, job: dict) -> tuple[bool, str]:
+        """(admitted, why not) from the job's Kueue Workload; best effort."""
+        uid = job["metadata"].get("uid")
+        try:
+            workloads = self.kube.list(WORKLOAD, self.namespace, f"{WORKLOAD_JOB_LABEL}={uid}")
+        except Exception:  # noqa: BLE001 - a hint only; the job's own condition suffices
+            return False, ""
+        conditions = [c for w in workloads for c in w.get("status", {}).get("conditions", [])]
+        admitted = any(
+            c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions
+        )
+        waiting = [c.get("message", "") for c in conditions if c.get("type") == "QuotaReserved"]
+        return admitted, "" if admitted else next((m for m in waiting if m), "")
+
+
+def run_training_job(
+    job: TrainingJob,
+    dataset_dir: str,
+    model_dir: str,
+    workspace_path: str,
+    run_id: str,
+    placement: Placement,
+    kube: KubeClient | None = None,
+    echo: Callable[[str], None] = print,
+) -> dict:
+    """Stage, create or adopt the job, follow it to the end, copy the model to ``model_dir``."""
+    kube = kube or KubeClient.connect()
+    target = find_target(kube, job.job_api)
+    namespace, name = current_namespace(), run_object_name(JOB_PREFIX, run_id)
+    paths = WorkPaths.under(workspace_path)
+    body = training_job(
+        target.api,
+        name=name,
+        namespace=namespace,
+        job=job,
+        flags=TrainerFlags.for_job(job, paths),
+        placement=placement,
+        generation=target.generation,
+    )
+    watch = JobWatch(kube, target.kind, namespace, name, echo)
+    with terminate_on_sigterm():
+        _, adopted = create_or_adopt(
+            kube, target.kind.resource, body, lambda: stage_dataset(dataset_dir, paths)
+        )
+        verb = "adopted" if adopted else "created"
+        echo(
+            f"{verb} {watch.what} (queue {job.queue}, "
+            f"{job.workers} x {job.nproc_per_node} processes)"
+        )
+        try:
+            final = wait_until(
+                watch.check,
+                what=watch.what,
+                timeout_seconds=job.timeout_seconds,
+                describe=watch.describe,
+                echo=echo,
+            )
+        except (TimeoutError, KeyboardInterrupt, JobStuck):  # given up: free quota and GPUs
+            echo(f"deleting {watch.what}")
+            kube.delete(target.kind.resource, namespace, name)
+            raise
+    shutil.copytree(paths.model, model_dir, dirs_exist_ok=True)
+    if target.api == "trainjob":  # a TrainJob has no TTL; its log is in this step's
+        echo(f"deleting the finished {watch.what}")
+        kube.delete(target.kind.resource, namespace, name)
+    return final

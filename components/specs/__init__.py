@@ -1,0 +1,1 @@
+"""Pure parts: the parameter sets and the builders of every Kubernetes object. No I/O."""

@@ -1,0 +1,76 @@
+"""The InferenceService (``serving.kserve.io/v1beta1``) that serves a published model.
+
+A custom predictor: ``python -m serving`` from the serving image (KServe names the
+container ``kserve-container``), with ``STORAGE_URI`` pointing at the model on a PVC, which
+KServe's pod mutator mounts at /mnt/models (kserve v0.15.2 ``pkg/webhook/admission/pod/
+storage_initializer_injector.go``). The pod runs restricted. The deployment mode annotation
+is written in the naming the installed KServe understands: ``Standard``/``Knative`` from
+0.16 on, ``RawDeployment``/``Serverless`` before (kserve ``pkg/constants/constants.go`` at
+v0.15.2 and v0.16.0).
+"""
+
+from __future__ import annotations
+
+from components.specs.kinds import INFERENCESERVICE
+from components.specs.params import LEGACY_DEPLOYMENT_MODES, Serving
+from components.specs.pods import container_security_context, pod_security_context, resources
+from serving.defaults import HTTP_PORT, MODEL_DIR
+
+DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+PREDICTOR_CONTAINER = "kserve-container"  # KServe's name for the predictor's main container
+SERVING_CPU, SERVING_MEMORY = "1", "2Gi"  # per predictor replica
+
+
+def mode_name(mode: str, legacy: bool) -> str:
+    """A mode (either naming) in the naming of KServe <= 0.15 (``legacy``) or >= 0.16."""
+    canonical = LEGACY_DEPLOYMENT_MODES.get(mode, mode)
+    if not legacy:
+        return canonical
+    return {new: old for old, new in LEGACY_DEPLOYMENT_MODES.items()}.get(canonical, canonical)
+
+
+def storage_uri(pvc: str, path: str) -> str:
+    """``pvc://<pvc>/<path>``: what KServe mounts at /mnt/models."""
+    return f"pvc://{pvc}/{path}"
+
+
+def inference_service(
+    *, serving: Serving, namespace: str | None, uri: str, mode_annotation: str
+) -> dict:
+    """The InferenceService named after the model, serving ``uri``.
+
+    ``mode_annotation`` is the deployment mode as the cluster's KServe spells it.
+    """
+    container = {
+        "name": PREDICTOR_CONTAINER,
+        "image": serving.serving_image,
+        "command": ["python", "-m", "serving"],
+        "args": [
+            f"--model_name={serving.model_name}",
+            f"--model_dir={MODEL_DIR}",
+            f"--http_port={HTTP_PORT}",
+        ],
+        "env": [{"name": "STORAGE_URI", "value": uri}],
+        "ports": [{"containerPort": HTTP_PORT, "protocol": "TCP"}],
+        "resources": resources(
+            SERVING_CPU, SERVING_MEMORY, serving.serving_gpus, serving.serving_gpu_resource
+        ),
+        "securityContext": container_security_context(),
+    }
+    metadata = {"name": serving.model_name}
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata["annotations"] = {DEPLOYMENT_MODE_ANNOTATION: mode_annotation}
+    return {
+        "apiVersion": INFERENCESERVICE.api_version,
+        "kind": INFERENCESERVICE.kind,
+        "metadata": metadata,
+        "spec": {
+            "predictor": {
+                "minReplicas": serving.serving_min_replicas,
+                "maxReplicas": serving.serving_max_replicas,
+                "securityContext": pod_security_context(),
+                "containers": [container],
+            }
+        },
+    }

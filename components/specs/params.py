@@ -1,0 +1,284 @@
+"""The pipeline's parameter sets: one small frozen dataclass per concern, checked on construction.
+
+- ``DataSlice``: how much of FashionMNIST the pack step keeps.
+- ``TrainingJob``: how the network trains and where: the recipe, the job's size, its queue.
+- ``Serving``: the accuracy gate and the InferenceService.
+- ``SweepSpace`` (``components.specs.sweep``): the Katib search space and budget.
+
+Each field carries a one-line help text (``field.metadata["help"]``). The pipeline
+signatures, their docstrings and the CLI flags are derived from these classes, so a
+parameter's name, default, range and help are written once, here. A bad value raises
+``ParamError`` naming the field and its allowed range.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from dataclasses import asdict, dataclass, field, fields
+
+from components.images import default_image
+from serving.defaults import MODEL_NAME
+from trainer.config import OPTIMIZERS, TrainConfig
+
+TARGETS = ("cluster", "local")
+JOB_APIS = ("auto", "pytorchjob", "trainjob")
+# KServe >= 0.16 names; <= 0.15 knows only the legacy ones. Either spelling is accepted.
+DEPLOYMENT_MODES = {"Standard": "Standard", "Knative": "Knative"}
+LEGACY_DEPLOYMENT_MODES = {"RawDeployment": "Standard", "Serverless": "Knative"}
+# The LocalQueues of k8s/kueue: CPU and GPU work never share a ClusterQueue.
+CPU_QUEUE, GPU_QUEUE, MIG_QUEUE = "fmnist-cpu", "fmnist-gpu", "fmnist-mig"
+# The InferenceService name becomes part of Deployment and Service names (<= 63 chars).
+MAX_MODEL_NAME = 45
+_TRAIN = TrainConfig()
+
+# An extended resource name: a DNS-subdomain prefix, "/", and a name (e.g. nvidia.com/gpu).
+_RESOURCE_NAME = re.compile(
+    r"^(?=.{1,253}/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+"
+    r"/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_MIG_PROFILE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")
+_QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(
+    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+
+
+class ParamError(ValueError):
+    """A parameter outside its allowed range; ``name`` is the parameter."""
+
+    def __init__(self, name: str, allowed: str, value: object):
+        super().__init__(f"{name} must be {allowed}, got {value!r}")
+        self.name, self.allowed, self.value = name, allowed, value
+
+
+def param(default, help_text: str):
+    """A dataclass field with its one-line help."""
+    return field(default=default, metadata={"help": help_text})
+
+
+def require(ok: bool, name: str, allowed: str, value: object) -> None:
+    """Raise ``ParamError`` unless ``ok``."""
+    if not ok:
+        raise ParamError(name, allowed, value)
+
+
+def require_match(pattern: re.Pattern, name: str, allowed: str, value: str) -> None:
+    """Raise ``ParamError`` unless ``value`` matches ``pattern``."""
+    require(isinstance(value, str) and bool(pattern.match(value)), name, allowed, value)
+
+
+def is_mig_profile(resource: str) -> bool:
+    """Whether a GPU resource name is a MIG slice (e.g. nvidia.com/mig-1g.10gb)."""
+    return bool(_MIG_PROFILE.match(resource))
+
+
+class ParameterSet:
+    """What every parameter set shares: conversion to and from plain data."""
+
+    def to_dict(self) -> dict:
+        """The fields as a plain dict (what a step passes on as a STRUCT)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        """Rebuild (and check) a set from plain data; JSON numbers become the fields' types.
+
+        A KFP STRUCT carries every number as a float, so ints are restored here.
+        """
+        hints = typing.get_type_hints(cls)
+        known = {item.name for item in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ParamError(cls.__name__, f"made of {', '.join(sorted(known))}", unknown)
+        return cls(**{name: _coerce(value, hints[name]) for name, value in values.items()})
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        """Each field's one-line help, by name."""
+        return {item.name: item.metadata["help"] for item in fields(cls)}
+
+
+def _coerce(value, hint):
+    if value is None:
+        return None
+    base = next((arg for arg in typing.get_args(hint) if arg is not type(None)), hint)
+    if base is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+@dataclass(frozen=True)
+class DataSlice(ParameterSet):
+    """How much of FashionMNIST to use (the first examples of each split)."""
+
+    train_limit: int = param(60_000, "train on at most this many (the first) examples")
+    test_limit: int = param(10_000, "evaluate on at most this many (the first) examples")
+
+    def __post_init__(self):
+        for name in ("train_limit", "test_limit"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
+
+
+@dataclass(frozen=True)
+class TrainingJob(ParameterSet):
+    """How the network trains and where: the recipe, the job's size and placement, its queue."""
+
+    epochs: int = param(_TRAIN.epochs, "passes over the training set")
+    batch_size: int = param(_TRAIN.batch_size, "global batch size, split over all processes")
+    lr: float = param(_TRAIN.lr, "(peak) learning rate")
+    momentum: float = param(_TRAIN.momentum, "SGD momentum or AdamW beta1, in [0, 1)")
+    optimizer: str = param(_TRAIN.optimizer, f"one of {', '.join(OPTIMIZERS)}")
+    workers: int = param(2, "nodes (PyTorchJob replicas, TrainJob numNodes); locally: processes")
+    nproc_per_node: int = param(1, "processes per node (one per GPU)")
+    gpus_per_worker: int = param(0, "GPUs (or MIG slices) per node; 0: CPU only")
+    gpu_resource: str = param("nvidia.com/gpu", "GPU resource name, e.g. nvidia.com/mig-1g.10gb")
+    cpu: str = param("2", "CPU request and limit per node (Kubernetes quantity)")
+    memory: str = param("4Gi", "memory request and limit per node (Kubernetes quantity)")
+    shm_size: str = param("1Gi", "memory-backed /dev/shm per node when it runs GPUs or >1 process")
+    queue_name: str = param("", "Kueue LocalQueue; empty: fmnist-cpu, fmnist-gpu or fmnist-mig")
+    priority_class: str = param("", "Kueue WorkloadPriorityClass; empty: none")
+    timeout_seconds: int = param(7200, "fail the training (and delete its job) after this long")
+    job_api: str = param(
+        "auto", f"training job kind: {', '.join(JOB_APIS)} (auto asks the cluster)"
+    )
+    trainjob_runtime: str = param("torch-distributed", "the TrainJob's ClusterTrainingRuntime")
+    trainer_image: str = param(default_image("trainer"), "image of the training pods")
+
+    def __post_init__(self):
+        self._check_recipe()
+        self._check_size()
+        self._check_placement()
+
+    def _check_recipe(self) -> None:
+        for name in ("epochs", "batch_size", "workers", "nproc_per_node", "timeout_seconds"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
+        require(self.lr > 0, "lr", "a number > 0", self.lr)
+        require(0 <= self.momentum < 1, "momentum", "in [0, 1)", self.momentum)
+        require(self.optimizer in OPTIMIZERS, "optimizer", _one_of(OPTIMIZERS), self.optimizer)
+
+    def _check_size(self) -> None:
+        gpus = self.gpus_per_worker
+        require(isinstance(gpus, int) and gpus >= 0, "gpus_per_worker", "an integer >= 0", gpus)
+        resource_name = "an extended resource name such as nvidia.com/gpu"
+        require_match(_RESOURCE_NAME, "gpu_resource", resource_name, self.gpu_resource)
+        if gpus and is_mig_profile(self.gpu_resource):
+            require(gpus == 1, "gpus_per_worker", "1 with a MIG profile (one slice per node)", gpus)
+        if gpus:
+            per_gpu = f"equal to gpus_per_worker ({gpus}): one process per GPU"
+            require(self.nproc_per_node == gpus, "nproc_per_node", per_gpu, self.nproc_per_node)
+        for name in ("cpu", "memory", "shm_size"):
+            quantity = "a Kubernetes quantity such as 2, 500m or 4Gi"
+            require_match(_QUANTITY, name, quantity, getattr(self, name))
+
+    def _check_placement(self) -> None:
+        queue = self.queue_name
+        require(
+            not queue or bool(_DNS_LABEL.match(queue)), "queue_name", "empty or a DNS label", queue
+        )
+        require(
+            not self.priority_class or bool(_DNS_SUBDOMAIN.match(self.priority_class)),
+            "priority_class",
+            "empty or a lowercase DNS subdomain",
+            self.priority_class,
+        )
+        require(self.job_api in JOB_APIS, "job_api", _one_of(JOB_APIS), self.job_api)
+        runtime = "a ClusterTrainingRuntime name (DNS subdomain)"
+        require_match(_DNS_SUBDOMAIN, "trainjob_runtime", runtime, self.trainjob_runtime)
+        require(bool(self.trainer_image.strip()), "trainer_image", "an image", self.trainer_image)
+
+    @property
+    def processes(self) -> int:
+        """Training processes in all: nodes times processes per node."""
+        return self.workers * self.nproc_per_node
+
+    @property
+    def queue(self) -> str:
+        """The LocalQueue: the one given, else the CPU, GPU or MIG queue of k8s/kueue."""
+        if self.queue_name:
+            return self.queue_name
+        if not self.gpus_per_worker:
+            return CPU_QUEUE
+        return MIG_QUEUE if is_mig_profile(self.gpu_resource) else GPU_QUEUE
+
+    @property
+    def needs_shm(self) -> bool:
+        """Several processes or GPUs on a node need more than the default 64 MiB /dev/shm."""
+        return self.nproc_per_node > 1 or self.gpus_per_worker > 0
+
+
+@dataclass(frozen=True)
+class Serving(ParameterSet):
+    """The accuracy gate and the KServe InferenceService that serves a model that passes it."""
+
+    min_accuracy: float = param(0.85, "deploy only if the test accuracy reaches this, in [0, 1]")
+    model_name: str = param(MODEL_NAME, "name of the InferenceService and the served model")
+    model_pvc: str = param("fmnist-models", "existing PVC the served models are copied to")
+    serving_min_replicas: int = param(1, "minimum predictor replicas (0 needs Knative)")
+    serving_max_replicas: int = param(1, "maximum predictor replicas")
+    serving_gpus: int = param(0, "GPUs per predictor replica")
+    serving_gpu_resource: str = param("nvidia.com/gpu", "GPU resource name of the predictor")
+    serving_timeout_seconds: int = param(900, "fail the deploy step if not serving after this")
+    deployment_mode: str = param(
+        "Standard", "KServe mode: Standard (=RawDeployment) or Knative (=Serverless)"
+    )
+    serving_image: str = param(default_image("serving"), "image of the KServe predictor")
+
+    def __post_init__(self):
+        gate = self.min_accuracy
+        require(0 <= gate <= 1, "min_accuracy", "in [0, 1]", gate)
+        name = f"a lowercase DNS label of at most {MAX_MODEL_NAME} characters"
+        short = len(self.model_name) <= MAX_MODEL_NAME
+        require(
+            short and bool(_DNS_LABEL.match(self.model_name)), "model_name", name, self.model_name
+        )
+        pvc = "a PVC name (lowercase DNS subdomain)"
+        require_match(_DNS_SUBDOMAIN, "model_pvc", pvc, self.model_pvc)
+        modes = ", ".join([*DEPLOYMENT_MODES, *LEGACY_DEPLOYMENT_MODES])
+        require(
+            self.deployment_mode in modes.split(", "),
+            "deployment_mode",
+            f"one of {modes}",
+            self.deployment_mode,
+        )
+        self._check_replicas()
+        resource_name = "an extended resource name such as nvidia.com/gpu"
+        require_match(
+            _RESOURCE_NAME, "serving_gpu_resource", resource_name, self.serving_gpu_resource
+        )
+        require(bool(self.serving_image.strip()), "serving_image", "an image", self.serving_image)
+
+    def _check_replicas(self) -> None:
+        low, high = self.serving_min_replicas, self.serving_max_replicas
+        minimum = 0 if self.mode == "Knative" else 1
+        allowed = f"an integer >= {minimum} ({self.mode} mode)"
+        require(isinstance(low, int) and low >= minimum, "serving_min_replicas", allowed, low)
+        at_least = "an integer >= max(1, serving_min_replicas)"
+        require(
+            isinstance(high, int) and high >= max(1, low), "serving_max_replicas", at_least, high
+        )
+        gpus = self.serving_gpus
+        require(isinstance(gpus, int) and gpus >= 0, "serving_gpus", "an integer >= 0", gpus)
+        timeout = self.serving_timeout_seconds
+        require(timeout >= 1, "serving_timeout_seconds", "an integer >= 1", timeout)
+
+    @property
+    def mode(self) -> str:
+        """The deployment mode in KServe >= 0.16's names: Standard or Knative."""
+        return (
+            DEPLOYMENT_MODES.get(self.deployment_mode)
+            or LEGACY_DEPLOYMENT_MODES[self.deployment_mode]
+        )
+
+
+def check_target(target: str) -> str:
+    """``cluster`` (PyTorchJob/TrainJob + KServe) or ``local`` (torchrun here); else ParamError."""
+    require(target in TARGETS, "target", _one_of(TARGETS), target)
+    return target
+
+
+def _one_of(choices) -> str:
+    return f"one of {', '.join(choices)}"

@@ -1,0 +1,214 @@
+"""Pieces of every pod the project creates; pure functions returning plain dicts, no I/O.
+
+The trainer's command, resources, placement, restricted security, /dev/shm.
+
+The training pods of both job kinds and the predictor are built from these, so they run
+the same command with the same volumes and pass the same Pod Security Standard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from components.specs.params import TrainingJob
+
+# What the KFP driver mounts for dsl.WORKSPACE_PATH_PLACEHOLDER (kfp >= 2.14).
+WORKSPACE_VOLUME = "kfp-workspace"
+WORKSPACE_MOUNT_PATH = "/kfp-workspace"
+# Tolerate the taint GPU nodes usually carry (GPU operator / cloud node pools).
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# An Istio sidecar keeps a finished training pod alive: none in our pods.
+ISTIO_INJECT_LABEL = "sidecar.istio.io/inject"
+# The images' numeric user (images/*.Dockerfile): its group owns fresh PVCs (fsGroup).
+IMAGE_USER = 10001
+SHM_VOLUME = "dshm"
+TRAINER_COMMAND = ["torchrun", "-m", "trainer"]  # torchrun reads the PET_* env of both job kinds
+
+
+@dataclass(frozen=True)
+class WorkPaths:
+    """Where a training job reads the data and writes checkpoints and the model."""
+
+    data: Path
+    model: Path
+    checkpoints: Path
+
+    @classmethod
+    def under(cls, workspace: str | Path) -> WorkPaths:
+        """The training directories inside the run's workspace."""
+        root = Path(workspace) / "train"
+        return cls(root / "data", root / "model", root / "checkpoints")
+
+
+@dataclass(frozen=True)
+class TrainerFlags:
+    """``python -m trainer`` flags set from the parameters (values may be Katib placeholders)."""
+
+    data_dir: str  # packed dataset directory
+    model_dir: str  # where rank 0 writes model.pt + model.json
+    checkpoint_dir: str  # per-epoch checkpoint.pt: a restarted pod resumes from it
+    epochs: int | str
+    batch_size: int | str
+    lr: float | str
+    momentum: float | str
+    optimizer: str
+    train_limit: int | str | None = None  # None: the whole split
+    test_limit: int | str | None = None
+    no_cuda: bool = False  # train on CPU even where CUDA is available
+
+    @classmethod
+    def for_job(cls, job: TrainingJob, paths: WorkPaths) -> TrainerFlags:
+        """The flags of a training job whose data is already the packed slice."""
+        return cls(
+            data_dir=str(paths.data),
+            model_dir=str(paths.model),
+            checkpoint_dir=str(paths.checkpoints),
+            epochs=job.epochs,
+            batch_size=job.batch_size,
+            lr=job.lr,
+            momentum=job.momentum,
+            optimizer=job.optimizer,
+        )
+
+    def args(self) -> list[str]:
+        """``--name=value`` in field order, ``--name`` for a true bool; None and False left out.
+
+        Values are rendered with ``str``, so Katib's ``${trialParameters.lr}`` passes through.
+        """
+        args = []
+        for item in fields(self):
+            value, flag = getattr(self, item.name), "--" + item.name.replace("_", "-")
+            if value is True:
+                args.append(flag)
+            elif value is not None and value is not False:
+                args.append(f"{flag}={value}")
+        return args
+
+
+def resources(cpu: str, memory: str, gpus: int = 0, gpu_resource: str = "nvidia.com/gpu") -> dict:
+    """Requests = limits for CPU and memory; GPUs (or MIG slices) as a limit when > 0.
+
+    Every quantity is a string, as the API server writes them back.
+    """
+    limits = {"cpu": cpu, "memory": memory}
+    if gpus:
+        limits[gpu_resource] = str(gpus)
+    return {"requests": {"cpu": cpu, "memory": memory}, "limits": limits}
+
+
+def pvc_volume(name: str, claim_name: str) -> dict:
+    """A pod volume backed by a PersistentVolumeClaim."""
+    return {"name": name, "persistentVolumeClaim": {"claimName": claim_name}}
+
+
+def volume_mount(name: str, mount_path: str) -> dict:
+    """A container's mount of a pod volume."""
+    return {"name": name, "mountPath": mount_path}
+
+
+def pod_security_context() -> dict:
+    """Pod Security Standard "restricted" at pod level, plus an fsGroup for fresh PVCs."""
+    return {
+        "runAsNonRoot": True,
+        "fsGroup": IMAGE_USER,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict:
+    """Pod Security Standard "restricted" at container level."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+    }
+
+
+def shm_volume(size: str) -> dict:
+    """A memory-backed /dev/shm of ``size`` (NCCL and DataLoader workers outgrow 64 MiB)."""
+    return {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
+
+
+def shm_mount() -> dict:
+    """The container's mount of ``shm_volume``."""
+    return volume_mount(SHM_VOLUME, "/dev/shm")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and with what the training pods run: the launcher task's config, passed on."""
+
+    tolerations: list[dict] = field(default_factory=list)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: dict = field(default_factory=dict)
+    volumes: list[dict] = field(default_factory=list)
+    volume_mounts: list[dict] = field(default_factory=list)
+    env: list[dict] = field(default_factory=list)
+
+    def with_shm(self, job: TrainingJob) -> Placement:
+        """This placement plus /dev/shm when the job's nodes need it."""
+        if not job.needs_shm:
+            return self
+        return Placement(
+            self.tolerations,
+            self.node_selector,
+            self.affinity,
+            [*self.volumes, shm_volume(job.shm_size)],
+            [*self.volume_mounts, shm_mount()],
+            self.env,
+        )
+
+
+def workspace_placement(claim_name: str) -> Placement:
+    """A workspace PVC mounted at WORKSPACE_MOUNT_PATH, with the GPU toleration.
+
+    What the compiled pipeline hands the train step; also the placement of
+    ``fmnist sweep`` and ``fmnist render``.
+    """
+    return Placement(
+        tolerations=[dict(GPU_TOLERATION)],
+        volumes=[pvc_volume(WORKSPACE_VOLUME, claim_name)],
+        volume_mounts=[volume_mount(WORKSPACE_VOLUME, WORKSPACE_MOUNT_PATH)],
+    )
+
+
+def placement_from(task_config, workspace_path: str) -> Placement:
+    """The launcher task's passed-through config; it must include the workspace's volume.
+
+    Raises:
+        ValueError: no passed-through mount covers ``workspace_path``.
+    """
+    mounts = task_config.volume_mounts or []
+    workspace = Path(workspace_path)
+    if not any(workspace.is_relative_to(mount["mountPath"]) for mount in mounts):
+        raise ValueError(
+            f"the workspace {workspace_path} is not among the volumes passed to this step "
+            f"({[mount['mountPath'] for mount in mounts]}); compile the pipeline with a "
+            "PipelineConfig workspace and KUBERNETES_VOLUMES in task_config_passthroughs"
+        )
+    return Placement(
+        tolerations=task_config.tolerations or [],
+        node_selector=task_config.node_selector or {},
+        affinity=task_config.affinity or {},
+        volumes=task_config.volumes or [],
+        volume_mounts=mounts,
+        env=task_config.env or [],
+    )
+
+
+def trainer_container(name: str, image: str, args: list[str], resource_spec: dict) -> dict:
+    """The training container: ``torchrun -m trainer`` with the trainer's flags, restricted."""
+    return {
+        "name": name,
+        "image": image,
+        "command": list(TRAINER_COMMAND),
+        "args": list(args),
+        "resources": resource_spec,
+        "securityContext": container_security_context(),
+    }
+
+
+def job_resources(job: TrainingJob) -> dict:
+    """One node's resources."""
+    return resources(job.cpu, job.memory, job.gpus_per_worker, job.gpu_resource)

@@ -1,0 +1,39 @@
+"""The ``deploy`` step: serve the model with KServe, or check the predictor locally."""
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Model
+
+from components.images import default_image
+
+
+@dsl.component(base_image=default_image("components"), install_kfp_package=False)
+def deploy(
+    model: Input[Model], dataset: Input[Dataset], serving: dict, target: str, run_id: str
+) -> str:
+    """Serve the model: a KServe InferenceService on the cluster, a checked predictor locally.
+
+    On a cluster the model is copied to the model PVC (mounted at /mnt/model-store) under
+    ``<model_name>/<run_id>``, the InferenceService is created or updated to serve it, and
+    the step waits until the new model serves. Locally the predictor is started on a free
+    loopback port, checked against the model on real test images, and stopped.
+
+    Args:
+        model: The model directory to serve.
+        dataset: The packed dataset; the local check uses its test images.
+        serving: The checked serving parameters (validate-serving's output).
+        target: "cluster" or "local".
+        run_id: The pipeline run's id; the model is published under it.
+
+    Returns:
+        The service URL (locally, the URL the stopped predictor used).
+    """
+    from components.specs.params import Serving, check_target
+
+    settings = Serving.from_dict(serving)
+    if check_target(target) == "local":
+        from components.runtime.local_predictor import deploy_local
+
+        return deploy_local(settings, model.path, dataset.path)
+    from components.runtime.kserve import deploy_to_kserve
+
+    return deploy_to_kserve(settings, model.path, run_id)

@@ -1,0 +1,101 @@
+"""The tail both pipelines share: evaluate -> accuracy gate -> deploy, as one sub-pipeline."""
+
+from typing import NamedTuple
+
+from kfp import dsl, kubernetes
+
+from components.runtime.kserve import MODEL_STORE_MOUNT
+from components.steps.deploy import deploy
+from components.steps.evaluate import evaluate
+from pipelines.settings import CompileSettings
+
+
+class Published(NamedTuple):
+    """What the tail returns."""
+
+    accuracy: float
+    metrics: dsl.Metrics
+    report: dsl.Markdown
+    report_html: dsl.HTML
+
+
+class Outputs(NamedTuple):
+    """What a run of either pipeline returns."""
+
+    accuracy: float
+    model: dsl.Model
+    metrics: dsl.Metrics
+    report: dsl.Markdown
+    report_html: dsl.HTML
+
+
+def evaluate_and_deploy_outputs(
+    tail, trained, dataset, serving, params: dict, target, storage
+) -> Outputs:
+    """Run the tail on the trained model, then release the storage; the pipeline's outputs."""
+    published = tail(
+        model=trained.outputs["model"],
+        dataset=dataset,
+        serving=serving.output,
+        min_accuracy=params["min_accuracy"],
+        model_pvc=params["model_pvc"],
+        target=target,
+    )
+    storage.release(published)
+    return Outputs(
+        accuracy=published.outputs["accuracy"],
+        model=trained.outputs["model"],
+        metrics=published.outputs["metrics"],
+        report=published.outputs["report"],
+        report_html=published.outputs["report_html"],
+    )
+
+
+def publish_pipeline(settings: CompileSettings):
+    """The sub-pipeline, its steps in the components image of ``settings``."""
+
+    @dsl.pipeline(name="evaluate-and-deploy")
+    def evaluate_and_deploy(
+        model: dsl.Input[dsl.Model],
+        dataset: dsl.Input[dsl.Dataset],
+        serving: dict,
+        min_accuracy: float,
+        model_pvc: str,
+        target: str,
+    ) -> Published:
+        """Evaluate the model; deploy it if its test accuracy reaches min_accuracy.
+
+        Args:
+            model: The trained model directory.
+            dataset: The packed dataset (its test split).
+            serving: The checked serving parameters.
+            min_accuracy: The gate.
+            model_pvc: The PVC the deploy step publishes models to.
+            target: "cluster" or "local".
+
+        Returns:
+            accuracy: The test accuracy.
+            metrics: Test accuracy and loss.
+            report: Per-class accuracy and the training curve, in Markdown.
+            report_html: The same with charts, as one HTML file.
+        """
+        evaluated = settings.step(evaluate(model=model, dataset=dataset))
+        accuracy = evaluated.outputs["Output"]
+        with dsl.If(accuracy >= min_accuracy, name="accuracy-gate"):
+            deployed = deploy(
+                model=model,
+                dataset=dataset,
+                serving=serving,
+                target=target,
+                run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            )
+            settings.step(deployed).set_caching_options(False)
+            kubernetes.mount_pvc(deployed, pvc_name=model_pvc, mount_path=MODEL_STORE_MOUNT)
+        return Published(
+            accuracy=accuracy,
+            metrics=evaluated.outputs["metrics"],
+            report=evaluated.outputs["report"],
+            report_html=evaluated.outputs["report_html"],
+        )
+
+    return evaluate_and_deploy

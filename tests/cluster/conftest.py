@@ -1,0 +1,314 @@
+"""Fixtures of the cluster tier: a real kube-apiserver with the real Kubeflow controllers.
+
+`make cluster-up` (tools/controlplane/cluster.py) starts it; `make test-cluster` runs this
+tier between cluster-up and cluster-down. Nothing is faked here: etcd, kube-apiserver (RBAC
+on), kube-controller-manager, kube-scheduler, kwok (nodes and pod lifecycles), JobSet,
+Training Operator v1, Trainer v2, Kueue, Katib and KServe, each built from its pinned Go
+module. kwok plays the kubelet; how it finishes pods is tools/controlplane/config/
+pod-stages.yaml:
+
+- a pod of a Job / PyTorchJob / TrainJob / trial (restartPolicy Never or OnFailure) runs for
+  3 s, then succeeds; annotation ``fmnist.test/run-duration: "30s"`` changes how long;
+- annotation ``fmnist.test/fail: "true"`` makes it fail instead, with exit code 1 or
+  ``fmnist.test/exit-code``; put the annotations on a job's pod template;
+- a Deployment's pods (restartPolicy Always) become Ready and stay Running;
+- ``kubectl logs`` of a container named pytorch, node or trainer returns
+  tools/controlplane/config/trainer.log (kwok ClusterLogs); ``pod_log`` gives one pod its own.
+
+Acting as the pipeline: ``pipeline_account`` (a ServiceAccount token under the Role from
+k8s/rbac) and ``as_pipeline`` (project code's ``kubernetes.config.load_*`` get that identity).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import kubernetes
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "build" / "cluster"
+KUBECONFIG = BUILD / "kubeconfig"
+HARNESS = REPO / "tools" / "controlplane" / "cluster.py"
+KATIB_INJECTION = "katib.kubeflow.org/metrics-collector-injection"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cluster_helpers import wait_for  # noqa: E402,F401  (tests import it from there)
+
+
+def _harness():
+    """tools/controlplane/cluster.py, imported by path (for restart_apiserver)."""
+    spec = importlib.util.spec_from_file_location("fmnist_cluster_harness", HARNESS)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> Path:
+    """The admin kubeconfig `make cluster-up` wrote; the tier fails (not skips) without it."""
+    if not KUBECONFIG.exists():
+        pytest.fail(
+            f"no cluster: {KUBECONFIG} is missing. Start one with `make cluster-up` "
+            "(or run the tier with `make test-cluster`).",
+            pytrace=False,
+        )
+    return KUBECONFIG
+
+
+@pytest.fixture(scope="session")
+def api_client(kubeconfig) -> kubernetes.client.ApiClient:
+    """An admin ApiClient (cluster-admin: the certificate kwokctl made)."""
+    client = kubernetes.config.new_client_from_config(str(kubeconfig))
+    try:
+        kubernetes.client.VersionApi(client).get_code()
+    except Exception as error:  # noqa: BLE001  (any failure: the cluster is not answering)
+        pytest.fail(f"the cluster in {kubeconfig} does not answer ({error}); `make cluster-up`")
+    return client
+
+
+@pytest.fixture(scope="session")
+def kubectl(kubeconfig):
+    """``kubectl("get", "nodes", "-o", "json")`` as admin; returns stdout, raises on failure."""
+
+    def run(*args: str, stdin: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(
+            ["kubectl", f"--kubeconfig={kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+        )
+        if check and result.returncode:
+            raise AssertionError(f"kubectl {' '.join(args)}: {result.stdout}{result.stderr}")
+        return result.stdout + (result.stderr if not check else "")
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def custom(api_client) -> kubernetes.client.CustomObjectsApi:
+    return kubernetes.client.CustomObjectsApi(api_client)
+
+
+@pytest.fixture(scope="session")
+def core(api_client) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(api_client)
+
+
+def render(kubectl, folder: str) -> list[dict]:
+    """``kubectl kustomize k8s/<folder>``, parsed."""
+    return [d for d in yaml.safe_load_all(kubectl("kustomize", str(REPO / "k8s" / folder))) if d]
+
+
+@pytest.fixture(scope="session")
+def kueue_setup(kubectl) -> list[dict]:
+    """The project's Kueue objects (k8s/kueue, k8s/kueue/mig), applied once; returns them."""
+    objects = []
+    for folder in ("kueue", "kueue/mig"):
+        kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "k8s" / folder))
+        objects += render(kubectl, folder)
+    return objects
+
+
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
+
+
+@pytest.fixture
+def namespace(request, api_client, kubectl, kueue_setup) -> str:
+    """A fresh namespace for one test, deleted after it.
+
+    It has the Katib metrics-collector injection label, a copy of every LocalQueue of
+    k8s/kueue (and k8s/kueue/mig), the ServiceAccount ``pipeline-runner`` (KFP's runner
+    account) and k8s/rbac rendered for it: the Role and RoleBinding in the namespace, the
+    ClusterRole as it is, each ClusterRoleBinding copied as ``<name>-<namespace>`` with the
+    subject moved to this namespace (and deleted after the test).
+    """
+    core = kubernetes.client.CoreV1Api(api_client)
+    # Short: KServe's raw-mode host name "<isvc>-predictor-<namespace>" must fit 63 characters.
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).removeprefix("test-")
+    name = f"t-{slug[:16].strip('-')}-{uuid.uuid4().hex[:5]}"
+    labels = {KATIB_INJECTION: "enabled", "fmnist.test/tier": "cluster"}
+    core.create_namespace({"metadata": {"name": name, "labels": labels}})
+    objects = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "pipeline-runner"}}
+    ]
+    objects += copy.deepcopy([o for o in kueue_setup if o["kind"] == "LocalQueue"])
+    objects += render(kubectl, "rbac")
+    cluster_bindings = []
+    for obj in objects:
+        if obj["kind"] in CLUSTER_SCOPED:
+            obj["metadata"].pop("namespace", None)
+        else:
+            obj["metadata"]["namespace"] = name
+        if obj["kind"] == "ClusterRoleBinding":
+            obj["metadata"]["name"] += f"-{name}"
+            cluster_bindings.append(obj["metadata"]["name"])
+        for subject in obj.get("subjects", []):
+            if subject.get("kind") == "ServiceAccount":
+                subject["namespace"] = name
+    kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
+    yield name
+    for binding in cluster_bindings:
+        kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+@dataclass
+class PipelineAccount:
+    """The pipeline's ServiceAccount in a test namespace, and ways to act as it."""
+
+    namespace: str
+    service_account: str
+    token: str
+    kubeconfig: Path
+    api_client: kubernetes.client.ApiClient
+
+
+@pytest.fixture
+def pipeline_account(namespace, api_client, kubeconfig, tmp_path) -> PipelineAccount:
+    """A TokenRequest token for ``pipeline-runner`` and a kubeconfig / ApiClient using it.
+
+    Requests made with it are authorized by the apiserver's RBAC against exactly the Role
+    of k8s/rbac (nothing else is bound to that account).
+    """
+    core = kubernetes.client.CoreV1Api(api_client)
+    request = {"spec": {"audiences": [], "expirationSeconds": 3600}}
+    token = core.create_namespaced_service_account_token(
+        "pipeline-runner", namespace, request
+    ).status.token
+    admin = yaml.safe_load(kubeconfig.read_text())
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])["cluster"]
+    if "certificate-authority" in cluster:  # kwokctl writes a path; make it self-contained
+        ca = Path(cluster.pop("certificate-authority")).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fmnist", "cluster": cluster}],
+        "users": [{"name": "pipeline-runner", "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": "pipeline-runner",
+                "context": {"cluster": "fmnist", "user": "pipeline-runner", "namespace": namespace},
+            }
+        ],
+        "current-context": "pipeline-runner",
+    }
+    path = tmp_path / "pipeline-runner.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    client = kubernetes.config.new_client_from_config(str(path))
+    return PipelineAccount(namespace, "pipeline-runner", token, path, client)
+
+
+@pytest.fixture
+def as_pipeline(pipeline_account, monkeypatch) -> PipelineAccount:
+    """Make project code's ``kubernetes.config.load_incluster_config()`` / ``load_kube_config()``
+    load the pipeline account's kubeconfig, as a KFP step pod running as it would."""
+
+    def load(*args, **kwargs):
+        kubernetes.config.load_kube_config(config_file=str(pipeline_account.kubeconfig))
+
+    real = kubernetes.config.load_kube_config
+    monkeypatch.setattr(kubernetes.config, "load_incluster_config", load)
+    monkeypatch.setattr(
+        kubernetes.config,
+        "load_kube_config",
+        lambda *a, **k: real(config_file=str(pipeline_account.kubeconfig)),
+    )
+    monkeypatch.setenv("KUBECONFIG", str(pipeline_account.kubeconfig))
+    return pipeline_account
+
+
+@pytest.fixture
+def pod_log(custom, tmp_path):
+    """``pod_log(namespace, pod, text, container="pytorch")``: what `kubectl logs` returns for it.
+
+    Writes ``text`` as a CRI log file (the format kwok reads: ``<time> stdout F <line>``) and
+    creates a kwok ``Logs`` object (kwok.x-k8s.io/v1alpha1, named after the pod) pointing at
+    it; kwok's kubelet API serves it through the apiserver. Note (kwok v0.8.0
+    pkg/kwok/server/debugging_logs.go): a ``follow`` request streams until the client closes
+    it, even after the pod has finished, unlike a real kubelet.
+    """
+
+    def set_log(namespace: str, pod: str, text: str, container: str = "pytorch"):
+        path = tmp_path / f"{namespace}-{pod}-{container}.log"
+        stamp = "2026-01-01T00:00:00.000000000Z"
+        path.write_text("".join(f"{stamp} stdout F {line}\n" for line in text.splitlines()))
+        body = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {"name": pod, "namespace": namespace},
+            "spec": {"logs": [{"containers": [container], "logsFile": str(path)}]},
+        }
+        custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", body)
+        return path
+
+    return set_log
+
+
+class Apiserver:
+    """Stop and start the cluster's kube-apiserver (same flags, same etcd: state survives).
+
+    tools/controlplane/cluster.py does the work: SIGTERM, SIGKILL after ``grace`` seconds,
+    then `kwokctl start cluster`, which starts what is not running with its saved flags.
+    """
+
+    def __init__(self, harness):
+        self._harness = harness
+
+    def _call(self, function, *args):
+        try:
+            return function(*args)
+        except SystemExit as error:  # the harness reports failures as SystemExit
+            pytest.fail(f"kube-apiserver: {error}", pytrace=False)
+
+    def stop(self, grace: float = 5) -> None:
+        """Stop the kube-apiserver; returns once its process is gone."""
+        self._call(self._harness.stop_apiserver, grace)
+
+    def start(self, timeout: float = 60) -> None:
+        """Start it again and wait until /readyz answers."""
+        self._call(self._harness.start_apiserver, timeout)
+
+    def restart(self, down_seconds: float = 0) -> None:
+        """Stop, stay down ``down_seconds``, start; returns once it serves again."""
+        self.stop()
+        time.sleep(down_seconds)
+        self.start()
+
+
+@pytest.fixture
+def apiserver(kubeconfig) -> Apiserver:
+    """Control over the kube-apiserver, e.g. to restart it while a step is polling.
+
+    Run the step in a thread, then ``apiserver.restart(down_seconds=5)``; clients see
+    connection refused while it is down. Controllers reconnect by themselves.
+    """
+    server = Apiserver(_harness())
+    yield server
+    server.start()  # whatever the test did, leave it running
+
+
+@pytest.fixture
+def restart_apiserver(apiserver):
+    """``restart_apiserver(down_seconds=0)``: stop the kube-apiserver, wait, start it again."""
+    return apiserver.restart
+
+
+@pytest.fixture(scope="session")
+def cluster_state(kubeconfig) -> dict:
+    """build/cluster/state.json: versions of the selectable builds, ports, pids."""
+    return json.loads((BUILD / "state.json").read_text())

@@ -1,0 +1,369 @@
+"""The pure builders: exact objects, table-driven variants, strict upstream CRD checks, and
+the Pod Security Standard "restricted" on every pod they describe (tests/pss.py)."""
+
+import copy
+
+import pytest
+from pss import violations
+
+from components.specs.inferenceservice import inference_service, mode_name, storage_uri
+from components.specs.karmada import propagation_policy
+from components.specs.params import Serving, TrainingJob
+from components.specs.pods import (
+    GPU_TOLERATION,
+    Placement,
+    TrainerFlags,
+    WorkPaths,
+    placement_from,
+    pvc_volume,
+    volume_mount,
+    workspace_placement,
+)
+from components.specs.pytorchjob import pytorchjob
+from components.specs.training import training_job
+from components.specs.trainjob import trainjob
+from trainer.config import parse_args
+
+FLAGS = TrainerFlags(
+    data_dir="/ws/train/data",
+    model_dir="/ws/train/model",
+    checkpoint_dir="/ws/train/checkpoints",
+    epochs=3,
+    batch_size=64,
+    lr=0.01,
+    momentum=0.5,
+    optimizer="adamw",
+)
+ARGS = [
+    "--data-dir=/ws/train/data",
+    "--model-dir=/ws/train/model",
+    "--checkpoint-dir=/ws/train/checkpoints",
+    "--epochs=3",
+    "--batch-size=64",
+    "--lr=0.01",
+    "--momentum=0.5",
+    "--optimizer=adamw",
+]
+WORKSPACE = Placement(
+    volumes=[pvc_volume("kfp-workspace", "run-1-kfp-workspace")],
+    volume_mounts=[volume_mount("kfp-workspace", "/ws")],
+)
+RESTRICTED_POD = {
+    "runAsNonRoot": True,
+    "fsGroup": 10001,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+}
+SHM = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}
+SHM_MOUNT = {"name": "dshm", "mountPath": "/dev/shm"}
+VARIANTS = {
+    "cpu": {},
+    "gpus": {"gpus_per_worker": 2, "nproc_per_node": 2, "workers": 3},
+    "mig": {"gpus_per_worker": 1, "gpu_resource": "nvidia.com/mig-1g.10gb"},
+    "multi-process": {"nproc_per_node": 4, "workers": 1, "shm_size": "2Gi"},
+    "priority": {"priority_class": "fmnist-production", "queue_name": "team-a"},
+}
+
+
+def test_trainer_flags_render_every_set_flag_in_order():
+    assert FLAGS.args() == ARGS
+    extra = TrainerFlags(**{**FLAGS.__dict__, "train_limit": 100, "no_cuda": True})
+    assert extra.args()[-2:] == ["--train-limit=100", "--no-cuda"]
+
+
+def test_trainer_flags_keep_placeholders_verbatim():
+    flags = TrainerFlags(**{**FLAGS.__dict__, "lr": "${trialParameters.learningRate}"})
+    assert "--lr=${trialParameters.learningRate}" in flags.args()
+
+
+def test_trainer_flags_are_the_trainers_own_flags():
+    config = parse_args(FLAGS.args())
+    assert (config.data_dir, config.checkpoint_dir, config.epochs, config.lr) == (
+        "/ws/train/data",
+        "/ws/train/checkpoints",
+        3,
+        0.01,
+    )
+
+
+def test_pytorchjob_single_node_exact_object(validate_crd):
+    job = TrainingJob(workers=1, epochs=3, trainer_image="trainer:1")
+    built = pytorchjob(
+        name="fmnist-abc", namespace="team-a", job=job, args=ARGS, placement=WORKSPACE
+    )
+    container = {
+        "name": "pytorch",
+        "image": "trainer:1",
+        "command": ["torchrun", "-m", "trainer"],
+        "args": ARGS,
+        "resources": {
+            "requests": {"cpu": "2", "memory": "4Gi"},
+            "limits": {"cpu": "2", "memory": "4Gi"},
+        },
+        "securityContext": RESTRICTED_CONTAINER,
+        "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
+        "volumeMounts": [{"name": "kfp-workspace", "mountPath": "/ws"}],
+    }
+    template = {
+        "metadata": {"labels": {"sidecar.istio.io/inject": "false"}},
+        "spec": {
+            "securityContext": RESTRICTED_POD,
+            "containers": [container],
+            "volumes": [
+                {
+                    "name": "kfp-workspace",
+                    "persistentVolumeClaim": {"claimName": "run-1-kfp-workspace"},
+                }
+            ],
+        },
+    }
+    assert built == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": "fmnist-abc",
+            "namespace": "team-a",
+            "labels": {"kueue.x-k8s.io/queue-name": "fmnist-cpu"},
+        },
+        "spec": {
+            "nprocPerNode": "1",
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}
+            },
+            "runPolicy": {
+                "activeDeadlineSeconds": 7200,
+                "backoffLimit": 3,
+                "cleanPodPolicy": "Running",
+                "ttlSecondsAfterFinished": 3600,
+            },
+        },
+    }
+    validate_crd(built)
+
+
+def pod_specs(job: dict) -> list[dict]:
+    """Every pod spec a training job object describes (TrainJob: its patch of the runtime)."""
+    if job["kind"] == "PyTorchJob":
+        return [spec["template"]["spec"] for spec in job["spec"]["pytorchReplicaSpecs"].values()]
+    patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]
+    return [patch["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_pytorchjob_variants_are_valid_restricted_and_sized(variant, validate_crd):
+    job = TrainingJob(**VARIANTS[variant])
+    built = training_job(
+        "pytorchjob", name="j", namespace="n", job=job, flags=FLAGS, placement=WORKSPACE
+    )
+    validate_crd(built)
+    replicas = built["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Master"]["replicas"] == 1
+    assert replicas.get("Worker", {}).get("replicas", 0) == job.workers - 1
+    assert built["spec"]["nprocPerNode"] == str(job.nproc_per_node)
+    assert built["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == job.queue
+    assert ("kueue.x-k8s.io/priority-class" in built["metadata"]["labels"]) == bool(
+        job.priority_class
+    )
+    for pod in pod_specs(built):
+        assert violations(pod) == []
+        limits = pod["containers"][0]["resources"]["limits"]
+        assert limits.get(job.gpu_resource) == (
+            str(job.gpus_per_worker) if job.gpus_per_worker else None
+        )
+        has_shm = {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": job.shm_size},
+        } in pod["volumes"]
+        assert has_shm == job.needs_shm
+        assert (SHM_MOUNT in pod["containers"][0]["volumeMounts"]) == job.needs_shm
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_trainjob_v2_3_variants_are_valid_restricted_and_sized(variant, validate_crd):
+    """Trainer v2.3.0 (kubeflow/trainer pkg/apis/trainer/v1alpha1/trainjob_types.go):
+    pod-level settings go through spec.runtimePatches, the deadline is activeDeadlineSeconds."""
+    job = TrainingJob(**VARIANTS[variant])
+    built = trainjob(
+        name="j", namespace="n", job=job, args=ARGS, placement=WORKSPACE, generation="v2.2"
+    )
+    validate_crd(built)
+    trainer = built["spec"]["trainer"]
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (job.workers, job.nproc_per_node)
+    assert trainer["command"] == ["torchrun", "-m", "trainer"] and trainer["args"] == ARGS
+    assert built["spec"]["activeDeadlineSeconds"] == job.timeout_seconds
+    assert built["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == job.queue
+    (pod,) = pod_specs(built)
+    runtime_container = {"name": "node", "image": "pytorch/pytorch"}  # the runtime's own
+    merged = copy.deepcopy(pod)
+    merged["containers"] = [{**runtime_container, **pod["containers"][0]}]
+    assert violations(merged) == []
+    assert (
+        SHM in pod["volumes"]
+        or {**SHM, "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}} in pod["volumes"]
+    ) == job.needs_shm
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_trainjob_v2_1_variants_are_valid_for_kubeflow_1_11(variant, validate_crd_at):
+    """Trainer v2.1.0 (Kubeflow 1.11.0): spec.podTemplateOverrides; it has no securityContext
+    or deadline field (v2.1.0 pkg/apis/trainer/v1alpha1/trainjob_types.go). The override's
+    metadata labels reach the pods (v2.1.0 pkg/runtime/core/trainingruntime.go,
+    mergePodTemplateOverrides); spec.labels would label only the JobSet."""
+    job = TrainingJob(**VARIANTS[variant])
+    built = trainjob(
+        name="j", namespace="n", job=job, args=ARGS, placement=WORKSPACE, generation="v2.1"
+    )
+    validate_crd_at("trainer", "v2.1.0")(built)
+    (override,) = built["spec"]["podTemplateOverrides"]
+    assert override["targetJobs"] == [{"name": "node"}]
+    assert override["spec"]["volumes"][0] == WORKSPACE.volumes[0]
+    assert (len(override["spec"]["volumes"]) == 2) == job.needs_shm
+    assert override["metadata"] == {"labels": {"sidecar.istio.io/inject": "false"}}
+    assert "labels" not in built["spec"]
+    assert "runtimePatches" not in built["spec"] and "activeDeadlineSeconds" not in built["spec"]
+
+
+def test_the_v2_1_trainjob_does_not_pass_the_v2_3_schema(validate_crd):
+    """The two generations really differ: v2.3.0 removed podTemplateOverrides."""
+    built = trainjob(
+        name="j",
+        namespace="n",
+        job=TrainingJob(),
+        args=ARGS,
+        placement=WORKSPACE,
+        generation="v2.1",
+    )
+    with pytest.raises(Exception, match="podTemplateOverrides|labels"):
+        validate_crd(built)
+
+
+def test_placement_from_the_task_config_requires_the_workspace():
+    from kfp import dsl
+
+    config = dsl.TaskConfig(
+        volumes=[pvc_volume("kfp-workspace", "run-7-kfp-workspace")],
+        volume_mounts=[volume_mount("kfp-workspace", "/kfp-workspace")],
+        tolerations=[GPU_TOLERATION],
+        env=[{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+    )
+    placement = placement_from(config, "/kfp-workspace/run-7")
+    assert placement.volumes == config.volumes and placement.env == config.env
+    with pytest.raises(ValueError, match="not among the volumes passed to this step"):
+        placement_from(dsl.TaskConfig(), "/kfp-workspace")
+
+
+def test_the_render_placement_mounts_the_run_workspace_with_the_gpu_toleration():
+    placement = workspace_placement("RUN-kfp-workspace")
+    assert placement.tolerations == [GPU_TOLERATION]
+    assert placement.volume_mounts == [{"name": "kfp-workspace", "mountPath": "/kfp-workspace"}]
+    assert WorkPaths.under("/kfp-workspace").data.as_posix() == "/kfp-workspace/train/data"
+
+
+@pytest.mark.parametrize(
+    ("mode", "legacy", "written"),
+    [
+        ("Standard", True, "RawDeployment"),
+        ("RawDeployment", True, "RawDeployment"),
+        ("Knative", True, "Serverless"),
+        ("Standard", False, "Standard"),
+        ("RawDeployment", False, "Standard"),
+        ("Serverless", False, "Knative"),
+    ],
+)
+def test_mode_names_follow_the_kserve_release(mode, legacy, written):
+    """KServe <= 0.15 knows RawDeployment/Serverless, >= 0.16 Standard/Knative
+    (kserve pkg/constants/constants.go at v0.15.2 and v0.16.0)."""
+    assert mode_name(mode, legacy) == written
+
+
+def test_inference_service_exact_object(validate_crd, validate_crd_at):
+    serving = Serving(serving_image="serving:1", serving_gpus=1)
+    uri = storage_uri("fmnist-models", "fashion-mnist/run-1")
+    built = inference_service(
+        serving=serving, namespace="team-a", uri=uri, mode_annotation="Standard"
+    )
+    assert built == {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {
+            "name": "fashion-mnist",
+            "namespace": "team-a",
+            "annotations": {"serving.kserve.io/deploymentMode": "Standard"},
+        },
+        "spec": {
+            "predictor": {
+                "minReplicas": 1,
+                "maxReplicas": 1,
+                "securityContext": RESTRICTED_POD,
+                "containers": [
+                    {
+                        "name": "kserve-container",
+                        "image": "serving:1",
+                        "command": ["python", "-m", "serving"],
+                        "args": [
+                            "--model_name=fashion-mnist",
+                            "--model_dir=/mnt/models",
+                            "--http_port=8080",
+                        ],
+                        "env": [
+                            {
+                                "name": "STORAGE_URI",
+                                "value": "pvc://fmnist-models/fashion-mnist/run-1",
+                            }
+                        ],
+                        "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                        "resources": {
+                            "requests": {"cpu": "1", "memory": "2Gi"},
+                            "limits": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"},
+                        },
+                        "securityContext": RESTRICTED_CONTAINER,
+                    }
+                ],
+            }
+        },
+    }
+    validate_crd(built)
+    validate_crd_at("kserve", "v0.15.2")(built)
+    assert violations(built["spec"]["predictor"]) == []
+
+
+def test_karmada_policy_selects_both_job_kinds_of_the_queue(validate_crd):
+    policy = propagation_policy(
+        name="p", namespace="kubeflow", queue_name="fmnist-gpu", cluster_weights={"a": 1, "b": 3}
+    )
+    validate_crd(policy)
+    kinds = {(s["apiVersion"], s["kind"]) for s in policy["spec"]["resourceSelectors"]}
+    assert kinds == {
+        ("kubeflow.org/v1", "PyTorchJob"),
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+    }
+    for selector in policy["spec"]["resourceSelectors"]:
+        assert selector["labelSelector"] == {
+            "matchLabels": {"kueue.x-k8s.io/queue-name": "fmnist-gpu"}
+        }
+    with pytest.raises(ValueError, match="weight of cluster 'a' must be >= 1"):
+        propagation_policy(name="p", namespace="n", queue_name="q", cluster_weights={"a": 0})
+
+
+def test_pss_check_catches_what_restricted_forbids():
+    """The checker itself can fail: a root, privileged pod with a hostPath breaks five controls."""
+    pod = {
+        "hostNetwork": True,
+        "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+        "containers": [{"name": "c", "securityContext": {"privileged": True, "runAsUser": 0}}],
+    }
+    found = violations(pod)
+    for control in (
+        "host namespaces",
+        "volume types",
+        "privileged",
+        "privilege escalation",
+        "seccomp",
+        "capabilities",
+        "running as non-root",
+    ):
+        assert any(line.startswith(control) for line in found), control

@@ -1,0 +1,272 @@
+"""The deploy step on a cluster, against a fake Kubernetes API (the ``kubernetes`` client only).
+
+What KServe does that the step relies on, read in its source:
+- mode names: RawDeployment/Serverless up to 0.15, Standard/Knative from 0.16 (kserve
+  ``pkg/constants/constants.go`` at v0.15.2 and v0.16.0); the webhook rejects an update
+  whose mode annotation differs from ``status.deploymentMode`` (``pkg/apis/serving/v1beta1/
+  inference_service_validation.go``, ``validateDeploymentMode``, v0.15.2 to v0.20.0);
+- in Standard mode Ready stays True while the old pod serves, and ``observedGeneration``
+  is the Deployment's (v0.15.2 ``pkg/apis/serving/v1beta1/inference_service_status.go``,
+  ``PropagateRawStatus``), so the step waits for the Deployment with the new STORAGE_URI;
+- the predictor Deployment and pods carry ``serving.kserve.io/inferenceservice`` and
+  ``component: predictor`` (v0.15.2 ``pkg/constants/constants.go``), the container is
+  ``kserve-container``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+from kubernetes.client import (
+    V1Container,
+    V1ContainerState,
+    V1ContainerStateWaiting,
+    V1ContainerStatus,
+    V1Deployment,
+    V1DeploymentSpec,
+    V1DeploymentStatus,
+    V1EnvVar,
+    V1LabelSelector,
+    V1ObjectMeta,
+    V1Pod,
+    V1PodSpec,
+    V1PodStatus,
+    V1PodTemplateSpec,
+)
+
+from components.runtime import kserve, waiting
+from components.runtime.kserve import DeployFailed
+from components.specs.params import ParamError, Serving
+from components.steps.deploy import deploy
+
+URL = "http://fashion-mnist.team-a.example.com"
+NEW_URI = "pvc://fmnist-models/fashion-mnist/run-42"
+OLD_URI = "pvc://fmnist-models/fashion-mnist/run-41"
+ISVC = "serving.kserve.io/v1beta1"
+
+
+def ready(generation: int = 1, mode: str = "RawDeployment", **extra) -> dict:
+    return {
+        "observedGeneration": generation,
+        "deploymentMode": mode,
+        "url": URL,
+        "conditions": [{"type": "Ready", "status": "True"}],
+        **extra,
+    }
+
+
+def predictor_spec(uri: str) -> V1PodSpec:
+    env = [V1EnvVar(name="STORAGE_URI", value=uri)]
+    return V1PodSpec(containers=[V1Container(name="kserve-container", env=env)])
+
+
+def deployment(uri: str, generation=2, observed=2, updated=1, available=1, replicas=1):
+    return V1Deployment(
+        metadata=V1ObjectMeta(name="fashion-mnist-predictor", generation=generation),
+        spec=V1DeploymentSpec(
+            replicas=1,
+            selector=V1LabelSelector(),
+            template=V1PodTemplateSpec(spec=predictor_spec(uri)),
+        ),
+        status=V1DeploymentStatus(
+            observed_generation=observed,
+            updated_replicas=updated,
+            available_replicas=available,
+            replicas=replicas,
+        ),
+    )
+
+
+def predictor_pod(uri: str, waiting_reason: str | None = None, restarts: int = 0) -> V1Pod:
+    state = None
+    if waiting_reason:
+        state = V1ContainerState(waiting=V1ContainerStateWaiting(reason=waiting_reason))
+    status = V1ContainerStatus(
+        name="kserve-container",
+        restart_count=restarts,
+        ready=not waiting_reason,
+        image="serving",
+        image_id="serving",
+        state=state,
+    )
+    return V1Pod(
+        metadata=V1ObjectMeta(name="fashion-mnist-predictor-abc"),
+        spec=predictor_spec(uri),
+        status=V1PodStatus(phase="Running", container_statuses=[status]),
+    )
+
+
+@pytest.fixture(params=["v0.20.0", "v0.15.2"])
+def kserve_release(request, fake_k8s, crd_schemas_at) -> str:
+    """Serve one KServe release's InferenceService schema."""
+    schema = crd_schemas_at("kserve", request.param)[(ISVC, "InferenceService")]
+    fake_k8s.serve_schema(ISVC, "InferenceService", schema)
+    return request.param
+
+
+@pytest.fixture
+def step(tmp_path, monkeypatch, fake_k8s, crd_schemas):
+    """Call the deploy step as the KFP launcher would on a cluster (newest KServe)."""
+    fake_k8s.serve_schema(ISVC, "InferenceService", crd_schemas[(ISVC, "InferenceService")])
+    monkeypatch.setattr(waiting, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(kserve, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(tmp_path / "store"))
+    monkeypatch.setattr(kserve, "current_namespace", lambda: "team-a")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.pt").write_bytes(b"weights")
+    (model / "model.json").write_text("{}")
+
+    def call(run_id="run-42", **changes):
+        return deploy.python_func(
+            model=dsl.Model(uri=str(model)),
+            dataset=dsl.Dataset(uri=str(tmp_path / "unused")),
+            serving=Serving(**changes).to_dict(),
+            target="cluster",
+            run_id=run_id,
+        )
+
+    return call
+
+
+def test_first_deploy_writes_the_mode_this_kserve_knows_and_waits_for_the_rollout(
+    step, fake_k8s, kserve_release, tmp_path, validate_crd_at
+):
+    fake_k8s.custom.statuses["inferenceservices"] = [{}, ready(1)]
+    fake_k8s.apps.deployments = [
+        [],
+        [deployment(NEW_URI, updated=0, available=0)],
+        [deployment(NEW_URI)],
+    ]
+    assert step() == URL
+    (isvc,) = fake_k8s.custom.created("inferenceservices")
+    validate_crd_at("kserve", kserve_release)(isvc)
+    mode = isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"]
+    assert mode == ("RawDeployment" if kserve_release == "v0.15.2" else "Standard")
+    container = isvc["spec"]["predictor"]["containers"][0]
+    assert container["env"] == [{"name": "STORAGE_URI", "value": NEW_URI}]
+    assert (tmp_path / "store" / "fashion-mnist" / "run-42" / "model.pt").read_bytes() == b"weights"
+    assert len(fake_k8s.apps.deployments[0]) == 1  # it polled until the rollout completed
+    assert fake_k8s.apps.selectors[0] == (
+        "serving.kserve.io/inferenceservice=fashion-mnist,component=predictor"
+    )
+
+
+def test_a_redeploy_waits_for_the_new_model_not_the_old_ready(step, fake_k8s, kserve_release):
+    """Ready=True with the old Deployment serving is not the new model serving."""
+    fake_k8s.custom.statuses["inferenceservices"] = [ready(1)]
+    fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
+    step(run_id="run-41")
+    fake_k8s.apps.deployments = [
+        [deployment(OLD_URI)],  # KServe has not updated the Deployment yet
+        [deployment(NEW_URI, generation=3, observed=2)],  # not observed
+        [deployment(NEW_URI, generation=3, observed=3, updated=1, available=1, replicas=2)],
+        [deployment(NEW_URI, generation=3, observed=3)],
+    ]
+    assert step() == URL
+    assert len(fake_k8s.apps.deployments) == 1  # every intermediate state was polled
+    (call,) = [c for c in fake_k8s.custom.calls if c[0] == "replace"]
+    assert call[5]["spec"]["predictor"]["containers"][0]["env"][0]["value"] == NEW_URI
+    recorded = "RawDeployment"  # what the live status says
+    expected = recorded if kserve_release == "v0.15.2" else "Standard"
+    assert call[5]["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == expected
+
+
+def test_a_new_predictor_that_crash_loops_fails_the_step_with_its_log(step, fake_k8s):
+    fake_k8s.custom.statuses["inferenceservices"] = [ready(1)]
+    fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
+    fake_k8s.core.pods = [[predictor_pod(OLD_URI), predictor_pod(NEW_URI, "CrashLoopBackOff", 3)]]
+    fake_k8s.core.logs["fashion-mnist-predictor-abc"] = [
+        "loading\nRuntimeError: no model.pt in /mnt/models\n"
+    ]
+    with pytest.raises(DeployFailed) as error:
+        step()
+    message = str(error.value)
+    assert "cannot start: CrashLoopBackOff" in message
+    assert "RuntimeError: no model.pt in /mnt/models" in message
+
+
+def test_changing_the_mode_of_a_live_service_is_refused_naming_both(step, fake_k8s):
+    fake_k8s.custom.statuses["inferenceservices"] = [ready(1, mode="Serverless")]
+    fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
+    fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")] = {
+        "metadata": {"name": "fashion-mnist", "namespace": "team-a", "resourceVersion": "1"},
+        "spec": {},
+        "status": ready(1, mode="Serverless"),
+    }
+    with pytest.raises(DeployFailed) as error:
+        step()
+    message = str(error.value)
+    assert "runs in Serverless mode" in message and "deployment_mode=Knative" in message
+    assert "kubectl delete inferenceservice fashion-mnist" in message
+    assert [c for c in fake_k8s.custom.calls if c[0] in ("create", "replace")] == []
+
+
+def test_knative_waits_for_the_latest_revision_to_take_all_traffic(step, fake_k8s):
+    def knative(created, ready_revision, traffic, generation=1):
+        predictor = {
+            "latestCreatedRevision": created,
+            "latestReadyRevision": ready_revision,
+            "traffic": traffic,
+        }
+        return ready(generation, mode="Knative", components={"predictor": predictor})
+
+    fake_k8s.custom.statuses["inferenceservices"] = [
+        {},
+        knative("r-2", "r-1", [{"revisionName": "r-1", "percent": 100}]),
+        knative(
+            "r-2",
+            "r-2",
+            [{"revisionName": "r-1", "percent": 90}, {"revisionName": "r-2", "percent": 10}],
+        ),
+        knative("r-2", "r-2", [{"revisionName": "r-2", "percent": 100, "latestRevision": True}]),
+    ]
+    assert step(deployment_mode="Knative", serving_min_replicas=0) == URL
+    assert fake_k8s.custom.statuses["inferenceservices"] == [
+        knative("r-2", "r-2", [{"revisionName": "r-2", "percent": 100, "latestRevision": True}])
+    ]
+
+
+def test_a_model_that_fails_to_load_fails_the_step_with_the_conditions(step, fake_k8s):
+    failed = {
+        "conditions": [{"type": "Ready", "status": "False", "reason": "RevisionFailed"}],
+        "modelStatus": {
+            "states": {"targetModelState": "FailedToLoad"},
+            "lastFailureInfo": {"reason": "ModelLoadFailed", "message": "no model.pt"},
+        },
+    }
+    fake_k8s.custom.statuses["inferenceservices"] = [failed]
+    with pytest.raises(DeployFailed, match="model failed to load: ModelLoadFailed: no model.pt"):
+        step()
+
+
+def test_a_service_that_never_serves_times_out_with_its_conditions(step, fake_k8s):
+    fake_k8s.custom.statuses["inferenceservices"] = [
+        {"conditions": [{"type": "Ready", "status": "False", "reason": "Deploying"}]}
+    ]
+    with pytest.raises(TimeoutError, match="did not finish within 1 s") as error:
+        step(serving_timeout_seconds=1)
+    assert "Ready=False (Deploying)" in str(error.value)
+
+
+def test_bad_serving_values_fail_before_any_api_call(step, fake_k8s):
+    with pytest.raises(ParamError, match="serving_min_replicas must be an integer >= 1"):
+        step(serving_min_replicas=0)
+    assert fake_k8s.custom.calls == []
+
+
+def test_local_predictor_that_cannot_load_fails_with_its_output(tmp_path):
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    with pytest.raises(RuntimeError, match="the predictor exited with code 1") as error:
+        deploy.python_func(
+            model=dsl.Model(uri=str(empty)),
+            dataset=dsl.Dataset(uri=str(tmp_path / "data")),
+            serving=Serving().to_dict(),
+            target="local",
+            run_id="r",
+        )
+    assert "no model.pt" in str(error.value)
+    assert Path(empty).is_dir()

@@ -1,0 +1,289 @@
+"""The train step on a cluster, for both job kinds alike, against a fake Kubernetes API.
+
+Only the ``kubernetes`` client is faked (tests/fake_kube.py): the step's own code runs
+unmodified. One table of behaviours runs over PyTorchJob (Training Operator v1.9.4) and
+TrainJob (Trainer v2.3.0 and v2.1.0): success, failure with the log tail, timeout and
+termination deleting the job, a retried step adopting it, transient API errors waited
+out, and Kueue's suspension waited out with its reason. The conditions and labels the
+fakes report are the controllers' own: kubeflow/training-operator v1.9.4
+``pkg/apis/kubeflow.org/v1/common_types.go``; kubeflow/trainer v2.3.0
+``pkg/apis/trainer/v1alpha1/trainjob_types.go``; Kueue's Workload ``QuotaReserved``
+condition and ``kueue.x-k8s.io/job-uid`` label (kueue v0.19.2
+``pkg/controller/constants/constants.go``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fake_kube import rank0_pod
+from kfp import dsl
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError
+
+from components.runtime import waiting
+from components.runtime.launcher import JobFailed, JobStuck
+from components.runtime.objects import NotOurs
+from components.runtime.signals import Terminated
+from components.specs.params import TrainingJob
+from components.specs.pods import GPU_TOLERATION, WorkPaths
+from components.steps.train import train
+from trainer.metrics import format_metric_line
+
+RUN_ID = "8c1e2f3a-aaaa-bbbb-cccc-0123456789ab"
+JOB_NAME = "fmnist-8c1e2f3aaaaabbbbcccc"
+METRIC_LINE = format_metric_line(0.9012, 0.2756)
+
+
+def condition(kind, reason="", message=""):
+    return {"type": kind, "status": "True", "reason": reason, "message": message}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One job kind as the fake cluster serves and reports it."""
+
+    api: str
+    plural: str
+    container: str
+    succeeded: str
+    selector: str
+
+    def status(self, *conditions) -> dict:
+        return {"conditions": list(conditions)}
+
+
+PYTORCHJOB = Kind(
+    "pytorchjob",
+    "pytorchjobs",
+    "pytorch",
+    "Succeeded",
+    f"training.kubeflow.org/job-name={JOB_NAME},training.kubeflow.org/replica-type=master",
+)
+TRAINJOB = Kind(
+    "trainjob",
+    "trainjobs",
+    "node",
+    "Complete",
+    f"jobset.sigs.k8s.io/jobset-name={JOB_NAME},jobset.sigs.k8s.io/replicatedjob-name=node,"
+    "batch.kubernetes.io/job-completion-index=0",
+)
+KINDS = [PYTORCHJOB, TRAINJOB]
+
+
+@pytest.fixture(params=KINDS, ids=lambda kind: kind.api)
+def kind(request, fake_k8s, crd_schemas) -> Kind:
+    """Serve only this kind's API (TrainJob with Trainer v2.3.0's schema)."""
+    if request.param is TRAINJOB:
+        fake_k8s.served = {"trainer.kubeflow.org/v1alpha1": ["trainjobs"]}
+        schema = crd_schemas[("trainer.kubeflow.org/v1alpha1", "TrainJob")]
+        fake_k8s.serve_schema("trainer.kubeflow.org/v1alpha1", "TrainJob", schema)
+    return request.param
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """A workspace as KFP mounts it, with the model the job will have written."""
+    root = tmp_path / "kfp-workspace"
+    model = WorkPaths.under(root).model
+    model.mkdir(parents=True)
+    (model / "model.pt").write_bytes(b"weights")
+    (model / "model.json").write_text("{}")
+    return root
+
+
+@pytest.fixture
+def step(tmp_path, workspace, packed_small, monkeypatch, fake_k8s):
+    """Call the train step as the KFP launcher would on a cluster; return its model dir."""
+    monkeypatch.setattr(waiting, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr("components.runtime.launcher.current_namespace", lambda: "team-a")
+    model = dsl.Model(uri=str(tmp_path / "outputs" / "model"))
+    task_config = dsl.TaskConfig(
+        tolerations=[GPU_TOLERATION],
+        volumes=[{"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "run-7-ws"}}],
+        volume_mounts=[{"name": "kfp-workspace", "mountPath": str(workspace)}],
+        env=[{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+    )
+
+    def call(**changes):
+        job = TrainingJob(**{"workers": 3, **changes})
+        train.python_func(
+            dataset=dsl.Dataset(uri=str(packed_small)),
+            model=model,
+            job=job.to_dict(),
+            target="cluster",
+            workspace_path=str(workspace),
+            run_id=RUN_ID,
+            task_config=task_config,
+        )
+        return Path(model.path)
+
+    return call
+
+
+def test_success_creates_the_job_streams_rank_0_and_copies_the_model(
+    kind, step, fake_k8s, workspace, capsys
+):
+    running = kind.status(condition("Created"), condition("Running"))
+    fake_k8s.custom.statuses[kind.plural] = [running] * 3 + [kind.status(condition(kind.succeeded))]
+    fake_k8s.core.pods = [[], [rank0_pod("rank0", kind.container)]]
+    fake_k8s.core.logs["rank0"] = ["epoch 1\n", f"epoch 1\n{METRIC_LINE}\n"]
+    model_dir = step(gpus_per_worker=1)
+
+    (job,) = fake_k8s.custom.created(kind.plural)
+    assert job["metadata"]["name"] == JOB_NAME and job["metadata"]["namespace"] == "team-a"
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "fmnist-gpu"
+    assert job["metadata"]["annotations"]["fmnist-pipeline/spec-hash"]
+    assert fake_k8s.core.selectors[0] == kind.selector
+    out = capsys.readouterr().out
+    assert out.count(METRIC_LINE) == 1 and out.count("epoch 1") == 1
+    assert f"created {job['kind']} team-a/{JOB_NAME} (queue fmnist-gpu" in out
+    assert (workspace / "train" / "data" / "manifest.json").is_file()
+    assert (model_dir / "model.pt").read_bytes() == b"weights"
+    # A PyTorchJob is left to its TTL; a TrainJob has none and is deleted after the copy.
+    assert (("delete", kind.plural) in fake_k8s.custom.verbs()) == (kind is TRAINJOB)
+
+
+def test_a_failed_job_fails_the_step_with_its_conditions_and_log_tail(kind, step, fake_k8s):
+    failed = condition("Failed", "JobFailed", "1 replica(s) failed")
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running")), kind.status(failed)]
+    fake_k8s.core.pods = [[rank0_pod("rank0", kind.container)]]
+    fake_k8s.core.logs["rank0"] = ["training on 3 process(es)\nRuntimeError: NCCL timeout\n"]
+    with pytest.raises(JobFailed) as error:
+        step()
+    message = str(error.value)
+    assert f"team-a/{JOB_NAME} failed" in message
+    assert "Failed=True (JobFailed: 1 replica(s) failed)" in message
+    assert "RuntimeError: NCCL timeout" in message
+    assert ("delete", kind.plural) not in fake_k8s.custom.verbs()  # kept for inspection
+
+
+def test_the_steps_timeout_deletes_the_job(kind, step, fake_k8s):
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running", "Running"))]
+    with pytest.raises(TimeoutError, match="did not finish within 1 s") as error:
+        step(timeout_seconds=1)
+    assert "Running=True (Running)" in str(error.value)
+    assert fake_k8s.custom.verbs()[-1] == ("delete", kind.plural)
+    assert fake_k8s.custom.objects == {}
+
+
+def test_sigterm_deletes_the_job(kind, step, fake_k8s):
+    """KFP's Terminate, an eviction or a drain send SIGTERM: cleaned up like Ctrl-C."""
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running"))]
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    with pytest.raises(Terminated):
+        step()
+    timer.join()
+    assert fake_k8s.custom.verbs()[-1] == ("delete", kind.plural)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+
+
+def test_a_retried_step_adopts_its_job(kind, step, fake_k8s, capsys):
+    """The first attempt dies while following its job (here: a 403); the retry adopts it."""
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition(kind.succeeded))]
+    fake_k8s.fail("get", kind.plural, None, ApiException(status=403, reason="Forbidden"))
+    with pytest.raises(ApiException):
+        step()
+    assert ("delete", kind.plural) not in fake_k8s.custom.verbs()  # not given up on
+    step()  # the retry of the same run: same name, same spec
+    assert len(fake_k8s.custom.created(kind.plural)) == 1
+    assert f"adopted {'PyTorchJob' if kind is PYTORCHJOB else 'TrainJob'} team-a/{JOB_NAME}" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_job_of_that_name_with_another_spec_is_not_adopted(kind, step, fake_k8s):
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition(kind.succeeded))]
+    fake_k8s.fail("get", kind.plural, None, ApiException(status=403, reason="Forbidden"))
+    with pytest.raises(ApiException):
+        step()
+    with pytest.raises(NotOurs, match=f"exists with another spec.*kubectl delete {kind.plural}"):
+        step(epochs=3)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ApiException(status=503, reason="Service Unavailable"),
+        ApiException(status=429, reason="Too Many Requests"),
+        ProtocolError("Connection aborted."),
+    ],
+    ids=["503", "429", "dropped-connection"],
+)
+def test_transient_api_errors_are_waited_out(kind, step, fake_k8s, capsys, error):
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition(kind.succeeded))]
+    fake_k8s.fail("get", kind.plural, None, error, error)  # the get before create goes through
+    step()
+    assert "transient API error" in capsys.readouterr().out
+    deletes = [verb for verb in fake_k8s.custom.verbs() if verb == ("delete", kind.plural)]
+    assert len(deletes) == (kind is TRAINJOB)  # only a finished TrainJob's clean-up
+
+
+def test_a_pod_deleted_between_list_and_log_read_is_skipped(kind, step, fake_k8s, capsys):
+    """Kueue preemption deletes pods: a 404 on the log read is no reason to stop."""
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running"))] * 2 + [
+        kind.status(condition(kind.succeeded))
+    ]
+    fake_k8s.core.pods = [
+        [rank0_pod("gone", kind.container)],
+        [rank0_pod("new", kind.container, uid="u2")],
+    ]
+    fake_k8s.fail("get", "pods/log", ApiException(status=404, reason="NotFound"))
+    fake_k8s.core.logs["new"] = ["resumed from checkpoint\n"]
+    step()
+    assert "resumed from checkpoint" in capsys.readouterr().out
+
+
+def test_a_suspended_job_is_waited_for_with_kueues_reason(kind, step, fake_k8s, capsys):
+    suspended = kind.status(condition("Suspended", "Suspended", "job suspended"))
+    fake_k8s.custom.statuses[kind.plural] = [suspended] * 3 + [
+        kind.status(condition(kind.succeeded))
+    ]
+    reason = "couldn't assign flavors to pod set node: insufficient quota for nvidia.com/gpu"
+    workload = {
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": reason}]}
+    }
+    fake_k8s.custom.listings["workloads"] = [[workload]]
+    step(gpus_per_worker=1)
+    out = capsys.readouterr().out
+    assert out.count(f"is suspended by Kueue, waiting for admission: {reason}") == 1
+    (selector,) = {call[5] for call in fake_k8s.custom.calls if call[0] == "list"}
+    assert selector.startswith("kueue.x-k8s.io/job-uid=uid-")
+
+
+def test_a_vanished_job_fails_the_step(kind, step, fake_k8s):
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running"))]
+    original = fake_k8s.custom.get_namespaced_custom_object
+    gets = []
+
+    def vanish(*args):
+        gets.append(args)
+        if len(gets) > 2:
+            fake_k8s.custom.objects.clear()
+        return original(*args)
+
+    fake_k8s.custom.get_namespaced_custom_object = vanish
+    with pytest.raises(JobFailed, match="disappeared"):
+        step()
+
+
+def test_a_job_kueue_admitted_but_never_starts_fails_and_is_deleted(
+    kind, step, fake_k8s, monkeypatch
+):
+    """Kueue v0.19.2 writes spec.runtimePatches into a TrainJob to start it
+    (pkg/controller/jobs/trainjob/trainjob_controller.go); Trainer v2.1.0's CRD has no such
+    field, so an admitted v2.1 TrainJob stays suspended for good."""
+    monkeypatch.setattr("components.runtime.launcher.STUCK_SECONDS", 0.05)
+    suspended = kind.status(condition("Suspended", "Suspended", "job suspended"))
+    fake_k8s.custom.statuses[kind.plural] = [suspended]
+    admitted = {"status": {"conditions": [{"type": "Admitted", "status": "True"}]}}
+    fake_k8s.custom.listings["workloads"] = [[admitted]]
+    with pytest.raises(JobStuck, match="admitted by Kueue .* but is still suspended"):
+        step()
+    assert fake_k8s.custom.verbs()[-1] == ("delete", kind.plural)  # it held quota

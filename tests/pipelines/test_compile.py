@@ -1,0 +1,140 @@
+"""``fmnist compile``: both variants of every pipeline, the images, the workspace flags.
+
+Images are fixed when ``fmnist compile`` runs (flags, else ``$FMNIST_*_IMAGE``, else the
+release's), never when a module is imported: the components image is set on every step
+task with ``PipelineTask.set_container_image`` (kfp >= 2.17).
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from components.images import default_image
+from pipelines import PIPELINES
+from pipelines.cli import main
+
+STUBS = ("argostub/createpvc", "argostub/deletepvc")
+
+
+def load(path) -> tuple[dict, dict]:
+    spec, platform = yaml.safe_load_all(path.read_text())
+    return spec, platform["platforms"]["kubernetes"]
+
+
+def executor_images(spec: dict) -> list[str]:
+    return [e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()]
+
+
+def test_compile_writes_both_variants_of_every_pipeline(tmp_path, capsys):
+    assert main(["compile", "--out-dir", str(tmp_path), "--workspace-storage-class", "nfs"]) == 0
+    written = capsys.readouterr().out.split()
+    assert sorted(written) == sorted(
+        str(tmp_path / f"{name}{suffix}.yaml") for name in PIPELINES for suffix in ("", "-pvc")
+    )
+    for name in PIPELINES:
+        spec, kubernetes = load(tmp_path / f"{name}.yaml")
+        assert "workspace" in kubernetes["pipelineConfig"] and "createpvc" not in str(spec)
+        spec, kubernetes = load(tmp_path / f"{name}-pvc.yaml")
+        assert "pipelineConfig" not in kubernetes and "createpvc" in spec["root"]["dag"]["tasks"]
+
+
+def test_without_a_storage_class_the_pvc_variant_is_skipped_and_why(tmp_path, capsys):
+    """KFP 2.2-2.14 create the PVC with the class named, else one called "standard"
+    (kubeflow/pipelines 2.14.0 backend/src/v2/driver/k8s.go, createPVC)."""
+    assert main(["compile", "--out-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert sorted(out.split()) == sorted(str(tmp_path / f"{name}.yaml") for name in PIPELINES)
+    assert "skipped the pvc variant" in err and "--workspace-storage-class" in err
+    assert main(["compile", "--variant", "pvc", "--out-dir", str(tmp_path / "pvc")]) == 2
+    assert "needs --workspace-storage-class" in capsys.readouterr().err
+
+
+def test_one_pipeline_in_one_variant(tmp_path, capsys):
+    argv = ["compile", "fashion-mnist", "--variant", "pvc", "--out-dir", str(tmp_path)]
+    assert main([*argv, "--workspace-storage-class", "nfs"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "fashion-mnist-pvc.yaml")]
+    assert [path.name for path in tmp_path.iterdir()] == ["fashion-mnist-pvc.yaml"]
+
+
+def test_the_components_image_is_on_every_step_and_nowhere_else(tmp_path, monkeypatch):
+    monkeypatch.setenv("FMNIST_SERVING_IMAGE", "registry.local/serving:env")
+    argv = [
+        "compile",
+        "fashion-mnist",
+        "--out-dir",
+        str(tmp_path),
+        "--workspace-storage-class",
+        "c",
+    ]
+    images = ["--trainer-image", "registry.local/trainer:7"]
+    assert main([*argv, *images, "--components-image", "registry.local/components:7"]) == 0
+    for name in ("fashion-mnist.yaml", "fashion-mnist-pvc.yaml"):
+        text = (tmp_path / name).read_text()
+        spec, _ = load(tmp_path / name)
+        steps = [image for image in executor_images(spec) if image not in STUBS]
+        assert set(steps) == {"registry.local/components:7"}
+        assert len(steps) == 6  # validate x2, pack, train, evaluate, deploy
+        assert text.count("registry.local/components:7") == len(steps)
+        assert default_image("components") not in text
+        parameters = spec["root"]["inputDefinitions"]["parameters"]
+        assert parameters["trainer_image"]["defaultValue"] == "registry.local/trainer:7"
+        assert parameters["serving_image"]["defaultValue"] == "registry.local/serving:env"
+
+
+def test_image_variables_set_after_import_take_effect(tmp_path, monkeypatch):
+    import pipelines.fashion_mnist  # noqa: F401 - the module builds its default pipeline
+
+    monkeypatch.setenv("FMNIST_COMPONENTS_IMAGE", "registry.local/components:late")
+    monkeypatch.setenv("FMNIST_TRAINER_IMAGE", "registry.local/trainer:late")
+    argv = ["compile", "fashion-mnist", "--variant", "workspace", "--out-dir", str(tmp_path)]
+    assert main(argv) == 0
+    spec, _ = load(tmp_path / "fashion-mnist.yaml")
+    assert set(executor_images(spec)) == {"registry.local/components:late"}
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert parameters["trainer_image"]["defaultValue"] == "registry.local/trainer:late"
+
+
+def test_workspace_flags_shape_both_variants(tmp_path):
+    argv = ["compile", "fashion-mnist", "--out-dir", str(tmp_path)]
+    workspace = [
+        "--workspace-storage-class",
+        "fast-rwx",
+        "--workspace-size",
+        "7Gi",
+        "--workspace-access-mode",
+        "ReadWriteOnce",
+    ]
+    assert main([*argv, *workspace]) == 0
+    _, kubernetes = load(tmp_path / "fashion-mnist.yaml")
+    assert kubernetes["pipelineConfig"]["workspace"] == {
+        "size": "7Gi",
+        "kubernetes": {
+            "pvcSpecPatch": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-rwx"}
+        },
+    }
+    spec, _ = load(tmp_path / "fashion-mnist-pvc.yaml")
+    created = spec["root"]["dag"]["tasks"]["createpvc"]["inputs"]["parameters"]
+    assert {name: value["runtimeValue"]["constant"] for name, value in created.items()} == {
+        "access_modes": ["ReadWriteOnce"],
+        "pvc_name_suffix": "-fmnist-workspace",
+        "size": "7Gi",
+        "storage_class_name": "fast-rwx",
+    }
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["nope"], "unknown pipeline(s) nope; choose from fashion-mnist, fashion-mnist-tune"),
+        (["--trainer-image", " "], "the trainer image must not be empty"),
+        (["--workspace-size", "lots"], "workspace size must be a quantity such as 5Gi"),
+        (["--workspace-storage-class", "Fast_Class"], "'Fast_Class' is not a valid name"),
+    ],
+)
+def test_bad_input_is_one_usage_error_line(tmp_path, capsys, flags, message):
+    assert main(["compile", "--out-dir", str(tmp_path / "out"), *flags]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("fmnist compile: error: ")
+    assert len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "out").exists()
