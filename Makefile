@@ -2,8 +2,6 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-SHARED_DATA := $(abspath ../shared/data/fashion-mnist)
-export FASHION_MNIST_DIR ?= $(if $(wildcard $(SHARED_DATA)/*.gz),$(SHARED_DATA),)
 
 .PHONY: run test test-gpu lint format compile images clean cluster-up cluster-down test-cluster
 

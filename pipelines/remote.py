@@ -134,10 +134,17 @@ def quiet(host: str) -> Iterator[None]:
 
 
 def _api_message(exc) -> str:
+    """Status, reason and the server's message, its first line only.
+
+    The KFP API server's message of an internal error goes on with the wrapping context and
+    a Go stack trace, one frame a line (kubeflow/pipelines 2.15.0 backend/src/common/util/
+    error.go); the first line is the cause.
+    """
     try:
         detail = json.loads(exc.body).get("message", "")
     except (TypeError, ValueError, AttributeError):
         detail = ""
+    detail = detail.strip().splitlines()[0] if isinstance(detail, str) and detail.strip() else ""
     return f"{exc.status} {exc.reason}" + (f": {detail}" if detail else "")
 
 

@@ -38,6 +38,7 @@ from components.specs.params import LEGACY_DEPLOYMENT_MODES, Serving
 MODEL_STORE_MOUNT = "/mnt/model-store"  # where the pipeline mounts the model_pvc
 POLL_SECONDS = 5.0
 ISVC_LABEL = "serving.kserve.io/inferenceservice"  # on the predictor's Deployment and pods
+SOURCE_URI_ANNOTATION = "internal.serving.kserve.io/storage-initializer-sourceuri"
 # Container states from which a predictor does not recover by waiting.
 STUCK_REASONS = frozenset(
     {
@@ -126,13 +127,13 @@ class RolloutWatch:
         new = [
             d
             for d in self.kube.list_deployments(self.namespace, selector)
-            if _serves(d.spec.template.spec, self.uri)
+            if _serves(d.spec.template.metadata, d.spec.template.spec, self.uri)
         ]
         return bool(new) and all(_rolled_out(deployment) for deployment in new)
 
     def _check_predictor_pods(self) -> None:
         for pod in self.kube.list_pods(self.namespace, f"{ISVC_LABEL}={self.name}"):
-            if not _serves(pod.spec, self.uri):
+            if not _serves(pod.metadata, pod.spec, self.uri):
                 continue  # an old pod, going away
             for status in pod.status.container_statuses or []:
                 reason = _stuck(status)
@@ -151,8 +152,17 @@ class RolloutWatch:
         return "\n".join(text.splitlines()[-LOG_LINES:]) or "(empty)"
 
 
-def _serves(pod_spec, uri: str) -> bool:
-    """Whether a pod (template) runs the predictor with this STORAGE_URI."""
+def _serves(metadata, pod_spec, uri: str) -> bool:
+    """Whether a pod (or pod template) runs the predictor for this STORAGE_URI.
+
+    KServe records the URI in an annotation; its pod mutator then rewrites the container's
+    STORAGE_URI to /mnt/models in the pod (kserve v0.15.2 ``pkg/constants/constants.go``
+    ``StorageInitializerSourceUriInternalAnnotationKey``, ``pkg/webhook/admission/pod/
+    storage_initializer_injector.go``), so a pod is known by the annotation.
+    """
+    annotations = (metadata.annotations if metadata else None) or {}
+    if annotations.get(SOURCE_URI_ANNOTATION):
+        return annotations[SOURCE_URI_ANNOTATION] == uri
     for container in pod_spec.containers or []:
         if container.name == PREDICTOR_CONTAINER:
             return any(

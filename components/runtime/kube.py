@@ -24,6 +24,7 @@ times, and ``is_transient`` tells the waiting loop which errors to wait out.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from kubernetes import client, config
@@ -52,8 +53,8 @@ def current_namespace() -> str:
     """The namespace this pod runs in; outside a cluster, the kubeconfig context's."""
     if SERVICE_ACCOUNT_NAMESPACE.is_file():
         return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    try:
-        _, context = config.list_kube_config_contexts()
+    try:  # KUBECONFIG as it is now (the client reads it once, at import)
+        _, context = config.list_kube_config_contexts(os.environ.get("KUBECONFIG"))
     except (config.ConfigException, OSError):
         return "default"
     return context.get("context", {}).get("namespace") or "default"

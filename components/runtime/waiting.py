@@ -3,7 +3,8 @@
 ``wait_until(check, ...)`` calls ``check()`` every ``poll_seconds`` until it returns a
 value. ``check`` raises to fail (a Failed job, a crash-looping predictor). A transient API
 error (``kube.is_transient``: a 5xx, a 429, a dropped connection, a pod deleted between
-list and log read) is logged and waited out; only the deadline ends the wait otherwise,
+list and log read; a few 401/403 in a row, as from a restarting apiserver) is logged and
+waited out; only the deadline ends the wait otherwise,
 with a ``TimeoutError`` that carries ``describe()``: what the object looked like last.
 """
 
@@ -19,6 +20,7 @@ from components.runtime.kube import is_transient
 
 T = TypeVar("T")
 POLL_SECONDS = 10.0
+AUTH_RETRIES = 4  # consecutive 401/403 answers waited out (an apiserver starting up)
 
 
 def wait_until(
@@ -43,7 +45,7 @@ def wait_until(
             result = check()
             failures = 0
         except Exception as error:
-            if not is_transient(error):
+            if not _worth_waiting_out(error, failures):
                 raise
             failures += 1
             echo(f"{what}: transient API error ({_short(error)}); retry {failures}")
@@ -59,6 +61,18 @@ def wait_until(
             )
         pause = poll_seconds * min(2**failures, 6) if failures else poll_seconds
         time.sleep(max(0.0, min(pause, left)))
+
+
+def _worth_waiting_out(error: BaseException, failures: int) -> bool:
+    """A transient error always; a 401 or 403 only a few times in a row.
+
+    A restarting kube-apiserver answers 403 until its RBAC caches are filled, and 401 until
+    its token authenticator is; a permission that is really missing keeps failing.
+    """
+    if is_transient(error):
+        return True
+    refused = isinstance(error, ApiException) and error.status in (401, 403)
+    return refused and failures < AUTH_RETRIES
 
 
 def _short(error: BaseException) -> str:

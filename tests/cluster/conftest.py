@@ -14,22 +14,29 @@ pod-stages.yaml:
 - a Deployment's pods (restartPolicy Always) become Ready and stay Running;
 - ``kubectl logs`` of a container named pytorch, node or trainer returns
   tools/controlplane/config/trainer.log (kwok ClusterLogs); ``pod_log`` gives one pod its own.
+  A ``follow`` request never ends by itself (kwok v0.8.0), unlike a real kubelet's.
 
 Acting as the pipeline: ``pipeline_account`` (a ServiceAccount token under the Role from
 k8s/rbac) and ``as_pipeline`` (project code's ``kubernetes.config.load_*`` get that identity).
+Disturbing the cluster: ``apiserver`` (stop/start/restart) and ``restart_apiserver``.
+Helpers for tests (``wait_for``, ``condition``, ``queue_for``) are in cluster_helpers.py.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import importlib.util
+import io
 import json
 import re
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +50,7 @@ KUBECONFIG = BUILD / "kubeconfig"
 HARNESS = REPO / "tools" / "controlplane" / "cluster.py"
 KATIB_INJECTION = "katib.kubeflow.org/metrics-collector-injection"
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_helpers import wait_for  # noqa: E402,F401  (tests import it from there)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests: `from cluster_helpers import`
 
 
 def _harness():
@@ -312,3 +318,36 @@ def restart_apiserver(apiserver):
 def cluster_state(kubeconfig) -> dict:
     """build/cluster/state.json: versions of the selectable builds, ports, pids."""
     return json.loads((BUILD / "state.json").read_text())
+
+
+KFP_HOST = BUILD / "kfp-host"
+
+
+@pytest.fixture(scope="session")
+def kfp_host(kubeconfig) -> str:
+    """The Kubeflow Pipelines API address on this cluster (build/cluster/kfp-host).
+
+    Skips when the cluster has no KFP backend: tools/controlplane cannot build one, since
+    the Go module proxy does not serve github.com/kubeflow/pipelines at a release tag
+    (docs/operations.md, "Running the cluster test tier").
+    """
+    if not KFP_HOST.exists():
+        pytest.skip(f"no Kubeflow Pipelines backend on this cluster ({KFP_HOST} is missing)")
+    host = KFP_HOST.read_text().strip()
+    try:
+        with urllib.request.urlopen(f"{host}/apis/v2beta1/healthz", timeout=10) as answer:
+            health = json.loads(answer.read())
+    except OSError as error:
+        pytest.fail(f"the KFP API server at {host} does not answer ({error})", pytrace=False)
+    assert health["multi_user"] is False, health  # the single-user (standalone) install
+    return host
+
+
+@pytest.fixture(scope="session")
+def kfp_client(kfp_host):
+    """A ``kfp.Client`` for the cluster's KFP API server (single user: no token)."""
+    import kfp
+
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # "only works with ... v2.0.0-beta.2"
+        return kfp.Client(host=kfp_host)

@@ -3,7 +3,8 @@
 Hand-written objects only (the project's own steps are driven by other tests); each test
 names the upstream file and tag whose behaviour it relies on. Versions: Kubernetes v1.36.3,
 kwok v0.8.0, JobSet v0.12.0, Training Operator v1.9.4, Trainer v2.1.0 (or v2.3.0,
-`make cluster-up TRAINER=v2.3.0`), Kueue v0.19.2, Katib v0.19.0, KServe v0.15.2.
+`make cluster-up TRAINER=v2.3.0`), Kueue v0.19.2, Katib v0.19.0, KServe v0.15.2 (or v0.20.0,
+`KSERVE=v0.20.0`).
 """
 
 from __future__ import annotations
@@ -215,7 +216,7 @@ def test_pytorchjob_is_queued_admitted_run_and_succeeds(namespace, custom, core,
     create(custom, namespace, job)
 
     workload = wait_for(
-        lambda: owned_workload(custom, namespace, "PyTorchJob", "mnist"), 30, "a Workload"
+        lambda: owned_workload(custom, namespace, "PyTorchJob", "mnist"), 90, "a Workload"
     )
     admitted = wait_for(
         lambda: (
@@ -707,6 +708,10 @@ def test_pipeline_account_acts_under_the_project_role(pipeline_account, namespac
             "kubeflow.org", "v1", namespace, "pytorchjobs"
         ),
         lambda: create(custom, "kubeflow", pytorchjob("elsewhere", None, workers=0)),
+        lambda: core.list_namespaced_secret(namespace),
+        lambda: kubernetes.client.AppsV1Api(
+            pipeline_account.api_client
+        ).delete_namespaced_deployment("anything", namespace),
     ):
         with pytest.raises(ApiException) as error:
             call()

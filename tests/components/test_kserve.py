@@ -57,9 +57,16 @@ def ready(generation: int = 1, mode: str = "RawDeployment", **extra) -> dict:
     }
 
 
+SOURCE = "internal.serving.kserve.io/storage-initializer-sourceuri"
+
+
 def predictor_spec(uri: str) -> V1PodSpec:
     env = [V1EnvVar(name="STORAGE_URI", value=uri)]
     return V1PodSpec(containers=[V1Container(name="kserve-container", env=env)])
+
+
+def annotated(uri: str) -> V1ObjectMeta:
+    return V1ObjectMeta(name="fashion-mnist-predictor-abc", annotations={SOURCE: uri})
 
 
 def deployment(uri: str, generation=2, observed=2, updated=1, available=1, replicas=1):
@@ -68,7 +75,7 @@ def deployment(uri: str, generation=2, observed=2, updated=1, available=1, repli
         spec=V1DeploymentSpec(
             replicas=1,
             selector=V1LabelSelector(),
-            template=V1PodTemplateSpec(spec=predictor_spec(uri)),
+            template=V1PodTemplateSpec(metadata=annotated(uri), spec=predictor_spec(uri)),
         ),
         status=V1DeploymentStatus(
             observed_generation=observed,
@@ -91,9 +98,11 @@ def predictor_pod(uri: str, waiting_reason: str | None = None, restarts: int = 0
         image_id="serving",
         state=state,
     )
+    # KServe's pod mutator rewrites STORAGE_URI to the mount; the annotation keeps the URI
+    # (kserve v0.15.2 pkg/webhook/admission/pod/storage_initializer_injector.go).
     return V1Pod(
-        metadata=V1ObjectMeta(name="fashion-mnist-predictor-abc"),
-        spec=predictor_spec(uri),
+        metadata=annotated(uri),
+        spec=predictor_spec("/mnt/models"),
         status=V1PodStatus(phase="Running", container_statuses=[status]),
     )
 

@@ -38,6 +38,8 @@ from trainer.metrics import format_metric_line
 RUN_ID = "8c1e2f3a-aaaa-bbbb-cccc-0123456789ab"
 JOB_NAME = "fmnist-8c1e2f3aaaaabbbbcccc"
 METRIC_LINE = format_metric_line(0.9012, 0.2756)
+# A permission that stays missing: more 403s in a row than the step waits out.
+FORBIDDEN = [ApiException(status=403, reason="Forbidden")] * (waiting.AUTH_RETRIES + 1)
 
 
 def condition(kind, reason="", message=""):
@@ -185,9 +187,9 @@ def test_sigterm_deletes_the_job(kind, step, fake_k8s):
 
 
 def test_a_retried_step_adopts_its_job(kind, step, fake_k8s, capsys):
-    """The first attempt dies while following its job (here: a 403); the retry adopts it."""
+    """The first attempt dies while following its job (403s that last); the retry adopts it."""
     fake_k8s.custom.statuses[kind.plural] = [kind.status(condition(kind.succeeded))]
-    fake_k8s.fail("get", kind.plural, None, ApiException(status=403, reason="Forbidden"))
+    fake_k8s.fail("get", kind.plural, None, *FORBIDDEN)
     with pytest.raises(ApiException):
         step()
     assert ("delete", kind.plural) not in fake_k8s.custom.verbs()  # not given up on
@@ -200,7 +202,7 @@ def test_a_retried_step_adopts_its_job(kind, step, fake_k8s, capsys):
 
 def test_a_job_of_that_name_with_another_spec_is_not_adopted(kind, step, fake_k8s):
     fake_k8s.custom.statuses[kind.plural] = [kind.status(condition(kind.succeeded))]
-    fake_k8s.fail("get", kind.plural, None, ApiException(status=403, reason="Forbidden"))
+    fake_k8s.fail("get", kind.plural, None, *FORBIDDEN)
     with pytest.raises(ApiException):
         step()
     with pytest.raises(NotOurs, match=f"exists with another spec.*kubectl delete {kind.plural}"):
@@ -287,3 +289,12 @@ def test_a_job_kueue_admitted_but_never_starts_fails_and_is_deleted(
     with pytest.raises(JobStuck, match="admitted by Kueue .* but is still suspended"):
         step()
     assert fake_k8s.custom.verbs()[-1] == ("delete", kind.plural)  # it held quota
+
+
+def test_a_short_burst_of_403s_is_waited_out(kind, step, fake_k8s, capsys):
+    """A restarting kube-apiserver answers 403 until its RBAC caches are filled."""
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition(kind.succeeded))]
+    burst = [ApiException(status=403, reason="Forbidden")] * waiting.AUTH_RETRIES
+    fake_k8s.fail("get", kind.plural, None, *burst)
+    step()
+    assert capsys.readouterr().out.count("transient API error (403 Forbidden)") == len(burst)

@@ -63,6 +63,7 @@ BUILD = REPO / "build" / "cluster"
 BIN, LOGS, RUN, PIDS = BUILD / "bin", BUILD / "logs", BUILD / "run", BUILD / "pids"
 KUBECONFIG, STATE, PKI = BUILD / "kubeconfig", BUILD / "state.json", BUILD / "pki"
 KWOK_WORKDIR = BUILD / "kwok"
+KFP_HOST = BUILD / "kfp-host"  # the address of a KFP API server on this cluster, if one runs
 CLUSTER = "fmnist"
 CACHE = Path(
     os.environ.get("FMNIST_CONTROLPLANE_CACHE")
@@ -198,17 +199,13 @@ def components(trainer: str, kserve: str) -> dict[str, Component]:
 
 
 def pinned_version(component: Component) -> str:
-    """The version of the component's module its go.mod pins."""
-    versions = {p.version for p in upstream.pins() if p.module == component.module}
-    for version in versions:
-        if component.name.endswith(version):
-            return version
-    own = [
+    """The version of the component's module that its own go.mod pins."""
+    (pin,) = [
         p
         for p in upstream.pins()
         if p.module == component.module and p.gomod.parent == component.dir
     ]
-    return own[0].version
+    return pin.version
 
 
 # --- building --------------------------------------------------------------------------
@@ -791,6 +788,7 @@ def controllers(
                 str(HERE / "connect_proxy.py"),
                 str(proxy),
                 f"127.0.0.1:{KATIB_SUGGESTION_PORT}",
+                "katib-db-manager.",
             ],
         )
     )
@@ -1132,18 +1130,18 @@ def down(args=None) -> None:
                 os.kill(pid, signal.SIGTERM)
         wait_gone(kwok_pids, 15)
         shutil.rmtree(KWOK_WORKDIR, ignore_errors=True)
-    for folder in (TRAINING_OPERATOR_CERTS, KATIB_CERTS):
+    for folder in (TRAINING_OPERATOR_CERTS, KATIB_CERTS):  # ours only: same bytes as build's
         for name in ("tls.crt", "tls.key", "ca.crt"):
-            path = folder / name
-            if (
-                PKI.exists()
-                and path.exists()
-                and (PKI / name).exists()
-                and path.read_bytes() == (PKI / name).read_bytes()
-            ):
-                path.unlink()
+            ours, theirs = PKI / name, folder / name
+            if ours.exists() and theirs.exists() and ours.read_bytes() == theirs.read_bytes():
+                theirs.unlink()
+        for empty in (folder, *folder.parents):
+            if empty == Path("/tmp") or not empty.is_dir() or any(empty.iterdir()):
+                break
+            empty.rmdir()
     STATE.unlink(missing_ok=True)
     KUBECONFIG.unlink(missing_ok=True)
+    KFP_HOST.unlink(missing_ok=True)  # a KFP API server attached to this cluster went with it
     print("cluster down", flush=True)
 
 

@@ -8,7 +8,11 @@ this machine and starts the controller with HTTPS_PROXY pointing at this proxy: 
 then tunnels through it with CONNECT and leaves the name unresolved (grpc-go >= 1.71,
 internal/resolver/delegatingresolver), and the proxy connects to the local service.
 
-    python3 connect_proxy.py LISTEN_PORT TARGET_HOST:TARGET_PORT
+    python3 connect_proxy.py LISTEN_PORT TARGET_HOST:TARGET_PORT [REFUSED_HOST_PREFIX ...]
+
+Tunnels to a host starting with a refused prefix get 502, as if nothing listened there:
+the harness refuses ``katib-db-manager.`` (there is no Katib DB manager here, and the
+suggestion service must not answer in its place).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ def pipe(source: socket.socket, sink: socket.socket) -> None:
                 pass
 
 
-def serve(client: socket.socket, target: tuple[str, int]) -> None:
+def serve(client: socket.socket, target: tuple[str, int], refused: list[str]) -> None:
     """Read one CONNECT request, answer 200, then relay to ``target``."""
     request = b""
     while b"\r\n\r\n" not in request:
@@ -47,6 +51,12 @@ def serve(client: socket.socket, target: tuple[str, int]) -> None:
         client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
         client.close()
         return
+    host = head.split()[1].decode()
+    if any(host.startswith(prefix) for prefix in refused):
+        print(f"CONNECT {host} refused", flush=True)
+        client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+        client.close()
+        return
     try:
         upstream = socket.create_connection(target, timeout=10)
         upstream.settimeout(None)
@@ -56,7 +66,7 @@ def serve(client: socket.socket, target: tuple[str, int]) -> None:
         client.sendall(message)
         client.close()
         return
-    print(f"CONNECT {head.split()[1].decode()} -> {target[0]}:{target[1]}", flush=True)
+    print(f"CONNECT {host} -> {target[0]}:{target[1]}", flush=True)
     client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
     if rest:
         upstream.sendall(rest)
@@ -66,12 +76,12 @@ def serve(client: socket.socket, target: tuple[str, int]) -> None:
 
 def main(argv: list[str]) -> int:
     """Listen on 127.0.0.1:LISTEN_PORT until killed."""
-    port, target = int(argv[0]), argv[1].rsplit(":", 1)
+    port, target, refused = int(argv[0]), argv[1].rsplit(":", 1), argv[2:]
     listener = socket.create_server(("127.0.0.1", port))
     print(f"proxy on 127.0.0.1:{port} -> {target[0]}:{target[1]}", flush=True)
     while True:
         client, _ = listener.accept()
-        args = (client, (target[0], int(target[1])))
+        args = (client, (target[0], int(target[1])), refused)
         threading.Thread(target=serve, args=args, daemon=True).start()
 
 

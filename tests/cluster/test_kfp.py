@@ -1,0 +1,432 @@
+"""`fmnist submit` and `fmnist schedule` against a real Kubeflow Pipelines 2.15 backend.
+
+The KFP API server (with MySQL and its S3 object store), its ScheduledWorkflow controller and
+persistence agent, and Argo Workflows' controller, on the cluster of `make cluster-up`; the
+server's address is in build/cluster/kfp-host (the ``kfp_host`` fixture). Nothing is mocked:
+the API server compiles our pipeline spec into an Argo Workflow, Argo creates its pods (kwok
+plays them) and the ScheduledWorkflow controller fires recurring runs.
+
+Versions: KFP backend 2.15.0 (Kubeflow 1.11), configured like its platform-agnostic
+manifests (kubeflow/pipelines 2.15.0 manifests/kustomize/env/platform-agnostic: single
+user, runs in the ``kubeflow`` namespace, cache server off); Argo Workflows v3.7.3 (the
+version that KFP 2.15.0's go.mod pins).
+
+Each test names the upstream file of each behaviour it relies on. Paths below are in
+kubeflow/pipelines at tag 2.15.0 unless they say otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from cluster_helpers import wait_for
+
+from pipelines import cli
+
+pytestmark = pytest.mark.cluster
+
+KFP_NAMESPACE = "kubeflow"  # single-user KFP runs everything in its own namespace
+STORAGE_CLASS = "standard"
+RELEASE = "2.15.0"
+DRIVER_IMAGE = f"ghcr.io/kubeflow/kfp-driver:{RELEASE}"  # V2_DRIVER_IMAGE of the manifests
+LAUNCHER_IMAGE = f"ghcr.io/kubeflow/kfp-launcher:{RELEASE}"  # V2_LAUNCHER_IMAGE
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+MODEL_STORE_MOUNT = "/mnt/model-store"  # components/runtime/kserve.py
+RUN_ID_LABEL = "pipeline/runid"  # backend/src/common/util/consts.go LabelKeyWorkflowRunId
+SWF_LABEL = "scheduledworkflows.kubeflow.org/scheduledWorkflowName"  # same file
+WORKFLOW_LABEL = "workflows.argoproj.io/workflow"  # argo-workflows v3.7.3 pkg/apis/workflow
+
+
+def fmnist(*argv: str) -> tuple[int, str, str]:
+    """Run ``fmnist ARGV`` in this process; returns (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def submit(host: str, pipeline: str, name: str, *extra: str) -> tuple[str, str]:
+    """`fmnist submit` of ``pipeline`` as KFP pipeline ``name``; returns (version id, run id)."""
+    code, out, err = fmnist(
+        "submit",
+        "--host",
+        host,
+        "--pipeline",
+        pipeline,
+        "--pipeline-name",
+        name,
+        "--workspace-storage-class",
+        STORAGE_CLASS,
+        *extra,
+    )
+    assert code == 0, err
+    assert not err, err
+    version = re.search(r"^pipeline \S+: version (\S+)$", out, re.M)
+    run = re.search(r"^run (\S+): ", out, re.M)
+    assert version and run, out
+    return version[1], run[1]
+
+
+def workflows(custom, selector: str) -> list[dict]:
+    """The Argo Workflows in the KFP namespace matching the label ``selector``."""
+    found = custom.list_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", KFP_NAMESPACE, "workflows", label_selector=selector
+    )
+    return found["items"]
+
+
+def workflow_of_run(custom, run_id: str) -> dict:
+    """The Workflow the API server created for run ``run_id`` (created with the run)."""
+    (workflow,) = wait_for(
+        lambda: workflows(custom, f"{RUN_ID_LABEL}={run_id}"), 30, f"the Workflow of run {run_id}"
+    )
+    return workflow
+
+
+def workflow_arguments(workflow: dict) -> dict[str, str]:
+    """``spec.arguments.parameters`` by name: the compiler keeps component specs there."""
+    return {p["name"]: p.get("value") for p in workflow["spec"]["arguments"]["parameters"]}
+
+
+def dag_tasks(workflow: dict) -> dict[str, dict]:
+    """Every DAG task of every template, by task name."""
+    found = {}
+    for template in workflow["spec"]["templates"]:
+        for task in (template.get("dag") or {}).get("tasks", []):
+            found[task["name"]] = task
+    return found
+
+
+def task_parameter(task: dict, name: str) -> str | None:
+    for parameter in task.get("arguments", {}).get("parameters", []):
+        if parameter["name"] == name:
+            return parameter.get("value")
+    return None
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "launch_steps"),
+    [("fashion-mnist", ["train"]), ("fashion-mnist-tune", ["train", "tune"])],
+)
+def test_submit_creates_the_argo_workflow(
+    kfp_host, kfp_client, custom, core, pipeline, launch_steps
+):
+    """`fmnist submit` uploads, a second submit adds a version, the run becomes a Workflow.
+
+    - backend/src/apiserver/server/pipeline_upload_server.go: the upload of a new pipeline
+      creates it with its first version; backend/src/apiserver/resource/resource_manager.go
+      CreatePipelineVersion: a second upload under the same pipeline adds a version.
+    - backend/src/apiserver/resource/resource_manager.go CreateRun: the run is compiled
+      (backend/src/v2/compiler/argocompiler/argo.go Compile) and created as a Workflow
+      labelled ``pipeline/runid`` (backend/src/common/util/consts.go).
+    - argo.go GetWorkspacePVC: the run workspace is the volumeClaimTemplate ``kfp-workspace``
+      with the pipeline's pvcSpecPatch (class, access mode) and its size; KFP 2.15 refuses one
+      without storageClassName.
+    - backend/src/v2/compiler/argocompiler/container.go: every container step is a
+      ``system-container-driver`` task (image V2_DRIVER_IMAGE) then an executor template whose
+      init container copies the launcher (V2_LAUNCHER_IMAGE); its kfp-kubernetes settings go
+      to the driver as ``kubernetes-config`` = the workflow parameter ``kubernetes-comp-<c>``
+      (argo.go saveKubernetesSpec), which the driver turns into the pod spec patch.
+    - The task spec each driver gets (``task``) carries the step's cachingOptions; the
+      manifests run the API server with CACHEENABLED=false, which adds ``--cache_disabled``
+      to the driver (container.go addContainerDriverTemplate).
+    - argo-workflows v3.7.3 workflow/controller/operator.go: the controller creates the
+      workspace PVC ``<workflow>-kfp-workspace`` (createPVCs, owned by the Workflow), then
+      the first pod, the root DAG driver (kwok runs it; its outputs never come, so the run
+      stays there).
+    """
+    name = unique(pipeline)
+    first_version, run_id = submit(kfp_host, pipeline, name, "--param", "batch_size=64")
+    second_version, second_run = submit(kfp_host, pipeline, name)
+    assert second_version != first_version and second_run != run_id
+    pipeline_id = kfp_client.get_pipeline_id(name)
+    versions = kfp_client.list_pipeline_versions(pipeline_id, page_size=10).pipeline_versions
+    assert {v.pipeline_version_id for v in versions} == {first_version, second_version}
+    run = kfp_client.get_run(run_id)
+    assert run.pipeline_version_reference.pipeline_version_id == first_version
+
+    workflow = workflow_of_run(custom, run_id)
+    spec = workflow["spec"]
+    assert spec["serviceAccountName"] == "pipeline-runner"  # DEFAULTPIPELINERUNNERSERVICEACCOUNT
+    (claim,) = spec["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "kfp-workspace"
+    assert claim["spec"]["storageClassName"] == STORAGE_CLASS
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+
+    templates = {t["name"]: t for t in spec["templates"]}
+    driver = templates["system-container-driver"]["container"]
+    assert driver["image"] == DRIVER_IMAGE
+    assert "--cache_disabled" in driver["args"]  # CACHEENABLED=false
+    assert templates["system-dag-driver"]["container"]["image"] == DRIVER_IMAGE
+    (launcher,) = templates["system-container-impl"]["initContainers"]
+    assert launcher["image"] == LAUNCHER_IMAGE
+
+    tasks = dag_tasks(workflow)
+    (root,) = [
+        t
+        for t in tasks.values()
+        if t["template"] == "system-dag-driver" and t["name"] == "root-driver"
+    ]
+    runtime = json.loads(task_parameter(root, "runtime-config"))["parameterValues"]
+    assert runtime["batch_size"] == 64  # --param batch_size=64, as an integer
+    steps = ["validate-training", "validate-serving", "pack-dataset", *launch_steps]
+    steps += ["evaluate", "deploy"] + (["validate-sweep"] if "tune" in launch_steps else [])
+    cached = {"pack-dataset", "evaluate", "validate-sweep"}  # the rest: caching off
+    for step in steps:
+        driver_task, executor_task = tasks[f"{step}-driver"], tasks[step]
+        assert driver_task["template"] == "system-container-driver", step
+        assert task_parameter(driver_task, "task-name") == step
+        caching = json.loads(task_parameter(driver_task, "task"))["cachingOptions"]
+        assert caching.get("enableCache", False) is (step in cached), step
+        assert executor_task["template"] == "system-container-executor", step
+        assert task_parameter(executor_task, "pod-spec-patch") == (
+            f"{{{{tasks.{step}-driver.outputs.parameters.pod-spec-patch}}}}"
+        )
+    arguments = workflow_arguments(workflow)
+    for step in launch_steps:
+        assert json.loads(arguments[f"kubernetes-comp-{step}"]) == {
+            "tolerations": [GPU_TOLERATION]
+        }, step
+        assert task_parameter(tasks[f"{step}-driver"], "kubernetes-config") == (
+            f"{{{{workflow.parameters.kubernetes-comp-{step}}}}}"
+        )
+    (mount,) = json.loads(arguments["kubernetes-comp-deploy"])["pvcMount"]
+    assert mount["mountPath"] == MODEL_STORE_MOUNT
+    assert mount["pvcNameParameter"] == {"componentInputParameter": "pipelinechannel--model_pvc"}
+    assert {n for n in arguments if n.startswith("kubernetes-")} == {
+        f"kubernetes-comp-{s}" for s in [*launch_steps, "deploy"]
+    }
+
+    pods = wait_for(
+        lambda: (
+            core.list_namespaced_pod(
+                KFP_NAMESPACE, label_selector=f"{WORKFLOW_LABEL}={workflow['metadata']['name']}"
+            ).items
+        ),
+        30,
+        "the Workflow's first pod",
+    )
+    (first,) = pods  # the root DAG driver; kwok finishes it, its outputs never come
+    assert first.metadata.name.startswith(f"{workflow['metadata']['name']}-system-dag-driver-")
+    assert DRIVER_IMAGE in {c.image for c in first.spec.containers}
+    assert first.spec.service_account_name == "pipeline-runner"
+    pvc = core.read_namespaced_persistent_volume_claim(
+        f"{workflow['metadata']['name']}-kfp-workspace", KFP_NAMESPACE
+    )
+    assert pvc.spec.storage_class_name == STORAGE_CLASS
+    assert pvc.spec.access_modes == ["ReadWriteMany"]
+    assert pvc.metadata.owner_references[0].name == workflow["metadata"]["name"]
+
+
+def test_a_recurring_run_fires_and_is_managed(kfp_host, kfp_client, custom):
+    """`fmnist schedule` creates a ScheduledWorkflow that fires; --disable and --delete work.
+
+    - backend/src/apiserver/resource/resource_manager.go CreateJob and
+      backend/src/apiserver/template/v2_template.go ScheduledWorkflow: the recurring run is a
+      ScheduledWorkflow (its uid is the recurring run's id) carrying maxConcurrency,
+      noCatchup, enabled and the cron trigger with its start and end times.
+    - backend/src/crd/controller/scheduledworkflow/controller.go: the controller fires a
+      Workflow at each cron time (robfig/cron, seconds first), labelled
+      ``scheduledworkflows.kubeflow.org/scheduledWorkflowName``, at most maxConcurrency
+      active at once; a disabled one fires none.
+    - resource_manager.go ChangeJobMode / DeleteJob: disable sets ``enabled: false``; delete
+      removes the ScheduledWorkflow.
+    """
+    name = unique("fmnist-cron")
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    start, end = now - timedelta(minutes=1), now + timedelta(hours=1)
+    code, out, err = fmnist(
+        "schedule",
+        "--host",
+        kfp_host,
+        "--cron",
+        "*/10 * * * * *",
+        "--max-concurrency",
+        "3",
+        "--no-catchup",
+        "--start-time",
+        start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "--end-time",
+        end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "--pipeline-name",
+        name,
+        "--name",
+        name,
+        "--workspace-storage-class",
+        STORAGE_CLASS,
+    )
+    assert code == 0, err
+    found = re.search(r"^recurring run (\S+) \(cron '\*/10 \* \* \* \* \*'", out, re.M)
+    assert found, out
+    recurring_id = found[1]
+    scheduled = wait_for(
+        lambda: [
+            s
+            for s in custom.list_namespaced_custom_object(
+                "kubeflow.org", "v1beta1", KFP_NAMESPACE, "scheduledworkflows"
+            )["items"]
+            if s["metadata"]["uid"] == recurring_id
+        ],
+        10,
+        "the ScheduledWorkflow",
+    )[0]
+    spec = scheduled["spec"]
+    assert spec["enabled"] is True
+    assert spec["maxConcurrency"] == 3
+    assert spec["noCatchup"] is True
+    cron = spec["trigger"]["cronSchedule"]
+    assert cron["cron"] == "*/10 * * * * *"
+    assert _time(cron["startTime"]) == start and _time(cron["endTime"]) == end
+
+    selector = f"{SWF_LABEL}={scheduled['metadata']['name']}"
+    fired = wait_for(
+        lambda: (found := workflows(custom, selector)) and len(found) >= 2 and found,
+        35,
+        "two Workflows fired by the 10-second schedule",
+    )
+    assert all(
+        w["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "kfp-workspace" for w in fired
+    )
+
+    code, out, err = fmnist("schedule", "--host", kfp_host, "--list")
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if line.startswith(recurring_id)]
+    assert "ENABLED" in line and "cron */10 * * * * *" in line and name in line
+
+    code, out, err = fmnist("schedule", "--host", kfp_host, "--disable", recurring_id)
+    assert code == 0 and out.strip() == f"disabled recurring run {recurring_id}", err
+    swf_name = scheduled["metadata"]["name"]
+    wait_for(
+        lambda: (
+            custom.get_namespaced_custom_object(
+                "kubeflow.org", "v1beta1", KFP_NAMESPACE, "scheduledworkflows", swf_name
+            )["spec"]["enabled"]
+            is False
+        ),
+        10,
+        "the ScheduledWorkflow disabled",
+    )
+    time.sleep(2)  # a firing already under way when it was disabled
+    count = len(workflows(custom, selector))
+    time.sleep(12)  # longer than one period: a live schedule would have fired again
+    assert len(workflows(custom, selector)) == count
+
+    code, out, err = fmnist("schedule", "--host", kfp_host, "--delete", recurring_id)
+    assert code == 0 and out.strip() == f"deleted recurring run {recurring_id}", err
+    wait_for(
+        lambda: (
+            not [
+                s
+                for s in custom.list_namespaced_custom_object(
+                    "kubeflow.org", "v1beta1", KFP_NAMESPACE, "scheduledworkflows"
+                )["items"]
+                if s["metadata"]["name"] == swf_name
+            ]
+        ),
+        10,
+        "the ScheduledWorkflow deleted",
+    )
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def one_line_error(code: int, out: str, err: str) -> str:
+    """The error of a failed command: exit 2, one line on stderr, no traceback."""
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_bad_input_gets_one_clear_line(kfp_host, kfp_client, cluster_state):
+    """Wrong input: exit code 2 and one line naming the problem, never a traceback.
+
+    - A workspace without a storage class: backend/src/apiserver/server/run_server.go
+      CreateRun -> backend/src/apiserver/template/v2_template.go RunWorkflow ->
+      backend/src/v2/compiler/argocompiler/argo.go GetWorkspacePVC refuses it with
+      "workspace PVC spec must specify storageClassName" (a 500 whose message goes on with
+      a Go stack trace, backend/src/common/util/error.go); `fmnist submit` shows the first
+      line.
+    - A parameter of the wrong type and an unknown one: `fmnist` refuses them before upload
+      (pipelines/remote.py parse_params), and so would the server
+      (v2_template.go validatePipelineJobInputs: "requires type double or integer",
+      "parameter(s) provided are not required by pipeline"). The server takes 1.5 for an
+      integer parameter (it checks only "number"); `fmnist` does not.
+    - An unreachable host, and a server that is not KFP (a controller's health port):
+      pipelines/remote.py check_host.
+    """
+    base = ["submit", "--host", kfp_host, "--workspace-storage-class", STORAGE_CLASS]
+    line = one_line_error(*fmnist(*base, "--param", "batch_size=many"))
+    assert "--param batch_size: 'many' is not a NUMBER_INTEGER" in line
+    line = one_line_error(*fmnist(*base, "--param", "batch_size=1.5"))
+    assert "--param batch_size: '1.5' is not a NUMBER_INTEGER" in line
+    line = one_line_error(*fmnist(*base, "--param", "no_such_parameter=1"))
+    assert "unknown pipeline parameter 'no_such_parameter'" in line
+    uploaded = unique("fmnist-refusals")
+    submit(kfp_host, "fashion-mnist", uploaded)
+    server = _server_refusal(kfp_client, uploaded, {"batch_size": "many"})
+    assert "input parameter batch_size requires type double or integer" in server
+    server = _server_refusal(kfp_client, uploaded, {"no_such_parameter": 1})
+    assert "parameter(s) provided are not required by pipeline: no_such_parameter" in server
+
+    # The server's own reason, through the command: say the server is 2.17 (which would
+    # take the cluster's default class), so the workspace goes without a storage class.
+    name = unique("fmnist-noclass")
+    line = one_line_error(
+        *fmnist("submit", "--host", kfp_host, "--kfp-version", "2.17.0", "--pipeline-name", name)
+    )
+    assert line == (
+        f"fmnist submit: error: Kubeflow Pipelines at {kfp_host} refused: 500 Internal Server "
+        "Error: Internal error: workspace PVC spec must specify storageClassName"
+    )
+
+    port = _closed_port()
+    line = one_line_error(*fmnist("submit", "--host", f"http://127.0.0.1:{port}"))
+    assert f"cannot reach Kubeflow Pipelines at http://127.0.0.1:{port}: " in line
+
+    health = next(p["health"] for p in cluster_state["processes"] if p.get("health"))
+    host = health.rsplit("/", 1)[0]  # http://127.0.0.1:PORT of a controller's health server
+    line = one_line_error(*fmnist("submit", "--host", host))
+    assert line == f"fmnist submit: error: Kubeflow Pipelines at {host} answered 404"
+
+
+def _server_refusal(kfp_client, pipeline: str, params: dict) -> str:
+    """The first line of the API server's refusal of a run of ``pipeline`` with ``params``."""
+    from kfp_server_api.exceptions import ApiException
+
+    pipeline_id = kfp_client.get_pipeline_id(pipeline)
+    version = kfp_client.list_pipeline_versions(pipeline_id, page_size=1).pipeline_versions[0]
+    experiment = kfp_client.create_experiment(unique("fmnist-refused")).experiment_id
+    with pytest.raises(ApiException) as refused, contextlib.redirect_stdout(io.StringIO()):
+        kfp_client.run_pipeline(
+            experiment_id=experiment,
+            job_name="refused",
+            pipeline_id=pipeline_id,
+            version_id=version.pipeline_version_id,
+            params=params,
+        )
+    assert refused.value.status == 400
+    return json.loads(refused.value.body)["message"].splitlines()[0]
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
