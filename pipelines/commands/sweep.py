@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from components.specs.params import DataSlice, TrainingJob
@@ -207,7 +208,8 @@ class LiveTable:
 
 def local_flags(job: TrainingJob, data: DataSlice, args: argparse.Namespace, out_dir: Path):
     """The trainer flags every local trial shares (data packed once into ``out_dir``)."""
-    from components.specs.pods import TrainerFlags
+    from components.runtime.local_train import local_flags as local_train_flags
+    from components.specs.pods import WorkPaths
     from trainer.data import DataError, find_raw_dir, is_packed, pack
 
     data_dir = args.data_dir
@@ -218,19 +220,10 @@ def local_flags(job: TrainingJob, data: DataSlice, args: argparse.Namespace, out
             pack(data_dir, raw, train_limit=data.train_limit, test_limit=data.test_limit)
     except DataError as exc:
         raise UsageError(str(exc)) from None
-    return TrainerFlags(
-        data_dir=str(data_dir),
-        model_dir="",
-        checkpoint_dir="",
-        epochs=1,
-        batch_size=job.batch_size,
-        lr=job.lr,
-        momentum=job.momentum,
-        optimizer=job.optimizer,
-        train_limit=data.train_limit,
-        test_limit=data.test_limit,
-        no_cuda=not job.gpus_per_worker,
-    )
+    # Each trial sets its own lr, epochs and output directories (local_sweep.trial_flags).
+    paths = WorkPaths(Path(data_dir), out_dir, out_dir)
+    flags = local_train_flags(job, paths)
+    return replace(flags, train_limit=data.train_limit, test_limit=data.test_limit)
 
 
 def run_local(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namespace) -> int:

@@ -351,3 +351,20 @@ def kfp_client(kfp_host):
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # "only works with ... v2.0.0-beta.2"
         return kfp.Client(host=kfp_host)
+
+
+KFP_LEGACY_HOST = BUILD / "kfp-legacy-host"
+
+
+@pytest.fixture(scope="session")
+def kfp_legacy_host(kubeconfig) -> str:
+    """The address of an older KFP API server (2.2-2.14) on this cluster, if one runs.
+
+    build/cluster/kfp-legacy-host; skips without it, like ``kfp_host``. It must watch a
+    namespace of its own: a second KFP's persistence agent deletes the Workflows of runs its
+    own API server does not know (kubeflow/pipelines 2.15.0 backend/src/apiserver/resource/
+    resource_manager.go ReportWorkflowResource).
+    """
+    if not KFP_LEGACY_HOST.exists():
+        pytest.skip(f"no older Kubeflow Pipelines backend ({KFP_LEGACY_HOST} is missing)")
+    return KFP_LEGACY_HOST.read_text().strip()

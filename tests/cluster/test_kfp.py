@@ -1,15 +1,19 @@
 """`fmnist submit` and `fmnist schedule` against a real Kubeflow Pipelines 2.15 backend.
 
 The KFP API server (with MySQL and its S3 object store), its ScheduledWorkflow controller and
-persistence agent, and Argo Workflows' controller, on the cluster of `make cluster-up`; the
-server's address is in build/cluster/kfp-host (the ``kfp_host`` fixture). Nothing is mocked:
-the API server compiles our pipeline spec into an Argo Workflow, Argo creates its pods (kwok
-plays them) and the ScheduledWorkflow controller fires recurring runs.
+persistence agent, and Argo Workflows' controller, attached to the cluster of `make
+cluster-up`; the server's address is in build/cluster/kfp-host (the ``kfp_host`` fixture).
+tools/controlplane cannot build that backend (the Go module proxy does not serve
+github.com/kubeflow/pipelines), so without the file these tests skip: docs/operations.md,
+"Running the cluster test tier". Nothing is mocked: the API server compiles our pipeline
+spec into an Argo Workflow, Argo creates its pods (kwok plays them) and the
+ScheduledWorkflow controller fires recurring runs.
 
 Versions: KFP backend 2.15.0 (Kubeflow 1.11), configured like its platform-agnostic
 manifests (kubeflow/pipelines 2.15.0 manifests/kustomize/env/platform-agnostic: single
 user, runs in the ``kubeflow`` namespace, cache server off); Argo Workflows v3.7.3 (the
-version that KFP 2.15.0's go.mod pins).
+version that KFP 2.15.0's go.mod pins). The last test wants an older API server (2.5.0,
+Kubeflow 1.10) in build/cluster/kfp-legacy-host.
 
 Each test names the upstream file of each behaviour it relies on. Paths below are in
 kubeflow/pipelines at tag 2.15.0 unless they say otherwise.
@@ -430,3 +434,67 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom):
+    """`fmnist submit` to KFP 2.5 (Kubeflow 1.10) sends the pvc variant, and 2.5 accepts it.
+
+    Paths in kubeflow/pipelines at tag 2.5.0:
+
+    - backend/src/apiserver/main.go: healthz reports TAG_NAME, from which pipelines/backends.py
+      picks the ``pvc`` variant (no run workspace before 2.15).
+    - backend/src/v2/compiler/argocompiler/argo.go (dummyImages) and container.go: the
+      kfp-kubernetes CreatePVC/DeletePVC tasks (images ``argostub/createpvc``,
+      ``argostub/deletepvc``) are driver tasks without an executor; the driver creates and
+      deletes the PVC itself (backend/src/v2/driver/driver.go createPVC, deletePVC) with the
+      task's inputs: our class, size, access mode. deletepvc waits for createpvc and the
+      evaluate-and-deploy tail to succeed.
+    - The train task mounts the PVC named by createpvc's output and tolerates the GPU taint
+      (its ``kubernetes-comp-train-on-pvc`` config, applied by the driver).
+
+    kwok plays the driver pods, so the PVC itself is never made here.
+    """
+    name = unique("fmnist-pvc")
+    _, run_id = submit(kfp_legacy_host, "fashion-mnist", name)
+    found = wait_for(
+        lambda: custom.list_cluster_custom_object(
+            "argoproj.io", "v1alpha1", "workflows", label_selector=f"{RUN_ID_LABEL}={run_id}"
+        )["items"],
+        30,
+        f"the Workflow of run {run_id}",
+    )
+    (workflow,) = found
+    spec = workflow["spec"]
+    assert not spec.get("volumeClaimTemplates")  # no run workspace: the pipeline's own PVC
+    templates = {t["name"]: t for t in spec["templates"]}
+    assert templates["system-container-driver"]["container"]["image"].endswith(":2.5.0")
+    tasks, arguments = dag_tasks(workflow), workflow_arguments(workflow)
+
+    def implementation(task: dict) -> dict:
+        key = re.fullmatch(r"\{\{workflow\.parameters\.(.+)\}\}", task_parameter(task, "container"))
+        return json.loads(arguments[key[1]])
+
+    create, delete = tasks["createpvc"], tasks["deletepvc"]
+    for task, image in ((create, "argostub/createpvc"), (delete, "argostub/deletepvc")):
+        assert task["template"] == "system-container-driver"  # no executor: the driver acts
+        assert implementation(task)["image"] == image
+    inputs = json.loads(task_parameter(create, "task"))["inputs"]["parameters"]
+    assert {k: v["runtimeValue"]["constant"] for k, v in inputs.items()} == {
+        "access_modes": ["ReadWriteMany"],
+        "pvc_name_suffix": "-fmnist-workspace",
+        "size": "5Gi",
+        "storage_class_name": STORAGE_CLASS,
+    }
+    assert delete["depends"] == "createpvc.Succeeded && evaluate-and-deploy.Succeeded"
+    deleted = json.loads(task_parameter(delete, "task"))["inputs"]["parameters"]["pvc_name"]
+    assert deleted["taskOutputParameter"] == {
+        "outputParameterKey": "name",
+        "producerTask": "createpvc",
+    }
+
+    train = json.loads(arguments["kubernetes-comp-train-on-pvc"])
+    assert train["tolerations"] == [GPU_TOLERATION]
+    (mount,) = train["pvcMount"]
+    assert mount["mountPath"] == "/fmnist-workspace"  # pipelines/training.py PVC_MOUNT
+    assert mount["pvcNameParameter"]["taskOutputParameter"]["producerTask"] == "createpvc"
+    assert "createpvc.Succeeded" in tasks["train-on-pvc-driver"]["depends"]

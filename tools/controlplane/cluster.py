@@ -63,7 +63,6 @@ BUILD = REPO / "build" / "cluster"
 BIN, LOGS, RUN, PIDS = BUILD / "bin", BUILD / "logs", BUILD / "run", BUILD / "pids"
 KUBECONFIG, STATE, PKI = BUILD / "kubeconfig", BUILD / "state.json", BUILD / "pki"
 KWOK_WORKDIR = BUILD / "kwok"
-KFP_HOST = BUILD / "kfp-host"  # the address of a KFP API server on this cluster, if one runs
 CLUSTER = "fmnist"
 CACHE = Path(
     os.environ.get("FMNIST_CONTROLPLANE_CACHE")
@@ -1141,7 +1140,8 @@ def down(args=None) -> None:
             empty.rmdir()
     STATE.unlink(missing_ok=True)
     KUBECONFIG.unlink(missing_ok=True)
-    KFP_HOST.unlink(missing_ok=True)  # a KFP API server attached to this cluster went with it
+    for path in BUILD.glob("kfp*-host"):  # KFP API servers attached to this cluster went with it
+        path.unlink()
     print("cluster down", flush=True)
 
 
