@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-gpu lint format compile images clean cluster-up cluster-down test-cluster
+.PHONY: run test test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -56,5 +56,8 @@ cluster-down: $(STAMP)  ## stop everything cluster-up started
 
 test-cluster: $(STAMP)  ## cluster-up, the `cluster` tests, cluster-down (also when they fail)
 	$(CLUSTER) up --trainer $(TRAINER) --kserve $(KSERVE) && \
-	  $(PY) -m pytest -m cluster tests/cluster $(PYTEST_ARGS); \
+	  $(PY) -m pytest -m "cluster and not kfp" tests/cluster $(PYTEST_ARGS); \
 	  status=$$?; $(CLUSTER) down; exit $$status
+
+test-kfp: $(STAMP)  ## the `kfp` tests, against a KFP backend attached to a running cluster
+	$(PY) -m pytest -m kfp tests/cluster $(PYTEST_ARGS)

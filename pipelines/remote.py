@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import secrets
 import tempfile
 import urllib.error
 import urllib.request
@@ -141,7 +142,8 @@ def _api_message(exc) -> str:
     error.go); the first line is the cause.
     """
     try:
-        detail = json.loads(exc.body).get("message", "")
+        body = json.loads(exc.body)
+        detail = body.get("message") or body.get("error_message", "")  # 409s use the latter
     except (TypeError, ValueError, AttributeError):
         detail = ""
     detail = detail.strip().splitlines()[0] if isinstance(detail, str) and detail.strip() else ""
@@ -210,7 +212,11 @@ def add_pipeline_flags(parser: argparse.ArgumentParser) -> None:
     )
     source.add_argument("--package", type=Path, help="a compiled pipeline YAML instead")
     group.add_argument("--pipeline-name", help="name in KFP (default: the pipeline's own)")
-    group.add_argument("--version", help="version name (default: NAME-<UTC timestamp>)")
+    group.add_argument(
+        "--version",
+        help="version name (default: NAME-<UTC timestamp>-<4 hex digits>); the first version "
+        "of a new pipeline takes the pipeline's name (kfp.Client.upload_pipeline names none)",
+    )
     group.add_argument("--experiment", default="fmnist", help="KFP experiment (default: fmnist)")
     group.add_argument(
         "--param",
@@ -259,7 +265,10 @@ def upload_from_args(args: argparse.Namespace) -> Uploaded:
         client = connect(args.host, args.token, args.namespace)
         with quiet(args.host):
             pipeline_id, version_id = upload(
-                client, package, name, args.version or f"{name}-{timestamp()}"
+                client,
+                package,
+                name,
+                args.version or f"{name}-{timestamp()}-{secrets.token_hex(2)}",
             )
             experiment = experiment_id(client, args.experiment, args.namespace)
     return Uploaded(client, pipeline_id, version_id, experiment, name, params)

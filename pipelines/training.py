@@ -22,7 +22,7 @@ class Storage:
                 access_modes=[workspace.access_mode],
                 size=workspace.size,
                 storage_class_name=workspace.storage_class,
-            )
+            ).set_caching_options(False)  # a cached PVC name would point at a deleted PVC
 
     def train(self, dataset, job, target) -> dsl.PipelineTask:
         """The train task (GPU toleration passed to the job's pods, no caching)."""
@@ -62,7 +62,9 @@ class Storage:
         (kfp ``dsl/tasks_group.py``). docs/operations.md says how to clean up.
         """
         if self.pvc is not None:
-            kubernetes.DeletePVC(pvc_name=self.pvc.outputs["name"]).after(last)
+            kubernetes.DeletePVC(pvc_name=self.pvc.outputs["name"]).after(last).set_caching_options(
+                False
+            )
 
     def _pvc_args(self) -> dict:
         return {

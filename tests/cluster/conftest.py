@@ -327,12 +327,14 @@ KFP_HOST = BUILD / "kfp-host"
 def kfp_host(kubeconfig) -> str:
     """The Kubeflow Pipelines API address on this cluster (build/cluster/kfp-host).
 
-    Skips when the cluster has no KFP backend: tools/controlplane cannot build one, since
-    the Go module proxy does not serve github.com/kubeflow/pipelines at a release tag
-    (docs/operations.md, "Running the cluster test tier").
+    Fails when the cluster has no KFP backend: tools/controlplane cannot build one, since
+    the Go module proxy does not serve github.com/kubeflow/pipelines at a release tag, so
+    one is attached by hand (docs/operations.md, "Running the cluster test tier").
     """
     if not KFP_HOST.exists():
-        pytest.skip(f"no Kubeflow Pipelines backend on this cluster ({KFP_HOST} is missing)")
+        pytest.fail(
+            f"no Kubeflow Pipelines backend attached ({KFP_HOST} is missing)", pytrace=False
+        )
     host = KFP_HOST.read_text().strip()
     try:
         with urllib.request.urlopen(f"{host}/apis/v2beta1/healthz", timeout=10) as answer:
@@ -360,11 +362,11 @@ KFP_LEGACY_HOST = BUILD / "kfp-legacy-host"
 def kfp_legacy_host(kubeconfig) -> str:
     """The address of an older KFP API server (2.2-2.14) on this cluster, if one runs.
 
-    build/cluster/kfp-legacy-host; skips without it, like ``kfp_host``. It must watch a
+    build/cluster/kfp-legacy-host; fails without it, like ``kfp_host``. It must watch a
     namespace of its own: a second KFP's persistence agent deletes the Workflows of runs its
     own API server does not know (kubeflow/pipelines 2.15.0 backend/src/apiserver/resource/
     resource_manager.go ReportWorkflowResource).
     """
     if not KFP_LEGACY_HOST.exists():
-        pytest.skip(f"no older Kubeflow Pipelines backend ({KFP_LEGACY_HOST} is missing)")
+        pytest.fail(f"no older Kubeflow Pipelines backend ({KFP_LEGACY_HOST})", pytrace=False)
     return KFP_LEGACY_HOST.read_text().strip()

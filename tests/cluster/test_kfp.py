@@ -4,10 +4,12 @@ The KFP API server (with MySQL and its S3 object store), its ScheduledWorkflow c
 persistence agent, and Argo Workflows' controller, attached to the cluster of `make
 cluster-up`; the server's address is in build/cluster/kfp-host (the ``kfp_host`` fixture).
 tools/controlplane cannot build that backend (the Go module proxy does not serve
-github.com/kubeflow/pipelines), so without the file these tests skip: docs/operations.md,
-"Running the cluster test tier". Nothing is mocked: the API server compiles our pipeline
-spec into an Argo Workflow, Argo creates its pods (kwok plays them) and the
-ScheduledWorkflow controller fires recurring runs.
+github.com/kubeflow/pipelines), so these tests carry the ``kfp`` marker: `make
+test-cluster` leaves them out, `make test-kfp` runs them against a backend attached by
+hand, and they fail without one (docs/operations.md, "Running the cluster test tier").
+Nothing is mocked: the API server compiles our pipeline spec into an Argo Workflow, Argo
+creates its pods (kwok plays them) and the ScheduledWorkflow controller fires recurring
+runs.
 
 Versions: KFP backend 2.15.0 (Kubeflow 1.11), configured like its platform-agnostic
 manifests (kubeflow/pipelines 2.15.0 manifests/kustomize/env/platform-agnostic: single
@@ -34,7 +36,7 @@ from cluster_helpers import wait_for
 
 from pipelines import cli
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.kfp]
 
 KFP_NAMESPACE = "kubeflow"  # single-user KFP runs everything in its own namespace
 STORAGE_CLASS = "standard"
