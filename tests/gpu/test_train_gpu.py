@@ -16,7 +16,8 @@ from trainer.config import TrainConfig
 from trainer.distributed import Context
 from trainer.metrics import parse_metric_lines
 from trainer.model import load_model_dir, normalize
-from trainer.train import Progress, Trainer
+from trainer.progress import Progress
+from trainer.train import Trainer
 
 pytestmark = [
     pytest.mark.gpu,
