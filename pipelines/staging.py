@@ -13,6 +13,7 @@ import secrets
 
 from kubernetes.client.exceptions import ApiException
 
+from components.runtime.discovery import kueue_resource
 from components.runtime.kube import KubeClient
 from components.runtime.waiting import wait_until
 from components.specs.kinds import LOCALQUEUE
@@ -60,7 +61,7 @@ def check_namespace(kube: KubeClient, namespace: str, queue: str, pvc: str) -> N
         NamespaceNotReady: naming everything that is missing and how to add it.
     """
     missing = []
-    if kube.get(LOCALQUEUE, namespace, queue) is None:
+    if kube.get(kueue_resource(kube, LOCALQUEUE), namespace, queue) is None:
         missing.append(f"the Kueue LocalQueue {queue} (k8s/kueue, with this namespace)")
     try:
         kube.core_api.read_namespaced_persistent_volume_claim(pvc, namespace)

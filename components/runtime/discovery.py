@@ -6,6 +6,7 @@ Which training job API, which Trainer generation, which KServe naming:
   ``trainer.kubeflow.org/v1alpha1`` (``trainjobs``).
 - Trainer generation: the served TrainJob schema has ``spec.podTemplateOverrides``
   (v2.1) or ``spec.runtimePatches`` (v2.2 and later).
+- Kueue API version: ``kueue.x-k8s.io/v1beta2`` when served, else ``v1beta1``.
 - KServe naming: the served InferenceService schema gained ``spec.predictor.storageUris``
   in v0.16.0, the release that renamed the deployment modes to Standard/Knative (kserve
   ``config/crd/full/serving.kserve.io_inferenceservices.yaml`` at v0.15.2 and v0.16.0).
@@ -13,8 +14,16 @@ Which training job API, which Trainer generation, which KServe naming:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from components.runtime.kube import KubeClient
-from components.specs.kinds import INFERENCESERVICE, PYTORCHJOB, TRAINJOB, CustomResource
+from components.specs.kinds import (
+    INFERENCESERVICE,
+    KUEUE_VERSIONS,
+    PYTORCHJOB,
+    TRAINJOB,
+    CustomResource,
+)
 
 INSTALL_HINT = (
     "install the Kubeflow Training Operator v1.9 (PyTorchJob) or Kubeflow Trainer v2 "
@@ -49,6 +58,15 @@ def choose_job_api(kube: KubeClient, job_api: str) -> str:
     else:
         missing = f"no {_crd(resources[job_api])} (job_api={job_api})"
     raise ClusterMismatch(f"this cluster serves {missing}; {INSTALL_HINT}")
+
+
+def kueue_resource(kube: KubeClient, resource: CustomResource) -> CustomResource:
+    """``resource`` (a Kueue kind) at the newest version served; as given if none is."""
+    for version in KUEUE_VERSIONS:
+        candidate = replace(resource, version=version)
+        if serves(kube, candidate):
+            return candidate
+    return resource
 
 
 def _crd(resource: CustomResource) -> str:

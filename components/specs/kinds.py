@@ -50,8 +50,12 @@ TRIAL = CustomResource("kubeflow.org", "v1beta1", "trials", "Trial")
 PROPAGATION_POLICY = CustomResource(
     "policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy"
 )
-LOCALQUEUE = CustomResource("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
-WORKLOAD = CustomResource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload")
+# Read at the newest version served (runtime/discovery.py kueue_resource): Kueue v0.19.2
+# serves v1beta2 and deprecates v1beta1 (config/components/crd/bases/*.yaml), older Kueue
+# serves only v1beta1. The fields read (conditions, existence) are the same in both.
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+LOCALQUEUE = CustomResource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+WORKLOAD = CustomResource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 
 
 @dataclass(frozen=True)

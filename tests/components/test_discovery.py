@@ -1,11 +1,14 @@
-"""What the steps find out from the cluster: the job API, the Trainer and KServe generation.
+"""What the steps find out from the cluster: the job API, the Trainer and KServe generation,
+the Kueue API version.
 
 The fake API server publishes discovery documents and, like a real kube-apiserver, each
 CRD's openAPIV3Schema under /openapi/v3 (the schemas are the pinned upstream CRDs).
 The generation markers are read in upstream source: kubeflow/trainer v2.1.0 and v2.3.0
 ``pkg/apis/trainer/v1alpha1/trainjob_types.go`` (podTemplateOverrides vs runtimePatches);
 kserve v0.15.2 and v0.16.0 ``config/crd/full/serving.kserve.io_inferenceservices.yaml``
-(``spec.predictor.storageUris`` arrives with the Standard/Knative names in 0.16.0).
+(``spec.predictor.storageUris`` arrives with the Standard/Knative names in 0.16.0); kueue
+v0.19.2 ``config/components/crd/bases/kueue.x-k8s.io_workloads.yaml`` (v1beta2 served,
+v1beta1 served but deprecated).
 """
 
 import re
@@ -16,9 +19,11 @@ from components.runtime.discovery import (
     ClusterMismatch,
     choose_job_api,
     kserve_uses_legacy_names,
+    kueue_resource,
     trainjob_generation,
 )
 from components.runtime.kube import KubeClient
+from components.specs.kinds import LOCALQUEUE, WORKLOAD
 
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 KSERVE = "serving.kserve.io/v1beta1"
@@ -75,3 +80,18 @@ def test_the_kserve_naming_comes_from_the_served_schema(fake_k8s, crd_schemas_at
 def test_a_missing_schema_is_a_clear_error(fake_k8s):
     with pytest.raises(Exception, match="NotFound|publishes no schema"):
         trainjob_generation(KubeClient.connect())
+
+
+@pytest.mark.parametrize(
+    ("served", "version"),
+    [
+        (["v1beta1", "v1beta2"], "v1beta2"),  # Kueue v0.19.2: v1beta1 served but deprecated
+        (["v1beta1"], "v1beta1"),  # Kueue before v1beta2
+        ([], "v1beta2"),  # no Kueue: the newest, whose 404 the caller reports
+    ],
+)
+def test_kueue_kinds_are_read_at_the_newest_version_served(fake_k8s, served, version):
+    fake_k8s.served = {f"kueue.x-k8s.io/{v}": ["localqueues", "workloads"] for v in served}
+    kube = KubeClient.connect()
+    assert kueue_resource(kube, WORKLOAD).api_version == f"kueue.x-k8s.io/{version}"
+    assert kueue_resource(kube, LOCALQUEUE).plural == "localqueues"

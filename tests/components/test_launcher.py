@@ -242,7 +242,16 @@ def test_a_pod_deleted_between_list_and_log_read_is_skipped(kind, step, fake_k8s
     assert "resumed from checkpoint" in capsys.readouterr().out
 
 
-def test_a_suspended_job_is_waited_for_with_kueues_reason(kind, step, fake_k8s, capsys):
+@pytest.mark.parametrize(
+    ("served", "read_at"),
+    [(("v1beta1", "v1beta2"), "v1beta2"), (("v1beta1",), "v1beta1")],
+)
+def test_a_suspended_job_is_waited_for_with_kueues_reason(
+    kind, step, fake_k8s, capsys, served, read_at
+):
+    """The Workload is read at the newest Kueue version served: v0.19.2 deprecates v1beta1."""
+    for version in served:
+        fake_k8s.served[f"kueue.x-k8s.io/{version}"] = ["localqueues", "workloads"]
     suspended = kind.status(condition("Suspended", "Suspended", "job suspended"))
     fake_k8s.custom.statuses[kind.plural] = [suspended] * 3 + [
         kind.status(condition(kind.succeeded))
@@ -255,8 +264,9 @@ def test_a_suspended_job_is_waited_for_with_kueues_reason(kind, step, fake_k8s, 
     step(gpus_per_worker=1)
     out = capsys.readouterr().out
     assert out.count(f"is suspended by Kueue, waiting for admission: {reason}") == 1
-    (selector,) = {call[5] for call in fake_k8s.custom.calls if call[0] == "list"}
-    assert selector.startswith("kueue.x-k8s.io/job-uid=uid-")
+    (listed,) = {call[2:] for call in fake_k8s.custom.calls if call[0] == "list"}
+    assert listed[0] == read_at and listed[2] == "workloads"
+    assert listed[3].startswith("kueue.x-k8s.io/job-uid=uid-")
 
 
 def test_a_vanished_job_fails_the_step(kind, step, fake_k8s):
