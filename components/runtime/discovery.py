@@ -14,8 +14,6 @@ Which training job API, which Trainer generation, which KServe naming:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from components.runtime.kube import KubeClient
 from components.specs.kinds import (
     INFERENCESERVICE,
@@ -63,7 +61,7 @@ def choose_job_api(kube: KubeClient, job_api: str) -> str:
 def kueue_resource(kube: KubeClient, resource: CustomResource) -> CustomResource:
     """``resource`` (a Kueue kind) at the newest version served; as given if none is."""
     for version in KUEUE_VERSIONS:
-        candidate = replace(resource, version=version)
+        candidate = resource.at(version)
         if serves(kube, candidate):
             return candidate
     return resource

@@ -36,7 +36,7 @@ from components.runtime.logs import LogFollower
 from components.runtime.objects import create_or_adopt, run_object_name
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.waiting import condition_summary, true_conditions, wait_until
-from components.specs.kinds import JOB_KINDS, WORKLOAD, CustomResource, JobKind
+from components.specs.kinds import JOB_KINDS, WORKLOAD, JobKind
 from components.specs.params import TrainingJob
 from components.specs.pods import Placement, TrainerFlags, WorkPaths
 from components.specs.training import training_job
@@ -88,7 +88,6 @@ class JobWatch:
         self.logs = LogFollower(kube, namespace, kind.rank0_selector(name), kind.container, echo)
         self.last: dict | None = None
         self.waiting_said, self.admitted_at = None, None
-        self.workload: CustomResource | None = None  # found on the first suspension
 
     @property
     def what(self) -> str:
@@ -142,8 +141,11 @@ class JobWatch:
         """(admitted, why not) from the job's Kueue Workload; best effort."""
         uid = job["metadata"].get("uid")
         try:
-            self.workload = self.workload or kueue_resource(self.kube, WORKLOAD)
-            workloads = self.kube.list(self.workload, self.namespace, f"{WORKLOAD_JOB_LABEL}={uid}")
+            workloads = self.kube.list(
+                kueue_resource(self.kube, WORKLOAD),  # a discovery GET a poll, while suspended
+                self.namespace,
+                f"{WORKLOAD_JOB_LABEL}={uid}",
+            )
         except Exception:  # noqa: BLE001 - a hint only; the job's own condition suffices
             return False, ""
         conditions = [c for w in workloads for c in w.get("status", {}).get("conditions", [])]

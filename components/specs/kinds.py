@@ -18,7 +18,7 @@ the project supports:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kubeflow.training import constants as training
 
@@ -36,6 +36,10 @@ class CustomResource:
     def api_version(self) -> str:
         """``group/version``, as written in the object."""
         return f"{self.group}/{self.version}"
+
+    def at(self, version: str) -> CustomResource:
+        """The same resource at another API version."""
+        return replace(self, version=version)
 
 
 PYTORCHJOB = CustomResource(

@@ -213,6 +213,8 @@ def resources_of(expr: ast.expr | None, site: ast.Call, caller: Function):
         return None
     if isinstance(expr, ast.Name) and expr.id in caller.params:
         return expr.id
+    if isinstance(expr, ast.Call) and ast.unparse(expr.func) == "kueue_resource":
+        expr = expr.args[-1]  # the same kind at the version served; rules name no version
     try:
         value = evaluate(expr, caller.module)
     except (NameError, AttributeError):
