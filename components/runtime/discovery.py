@@ -14,6 +14,8 @@ Which training job API, which Trainer generation, which KServe naming:
 
 from __future__ import annotations
 
+import functools
+
 from components.runtime.kube import KubeClient
 from components.specs.kinds import (
     INFERENCESERVICE,
@@ -58,6 +60,7 @@ def choose_job_api(kube: KubeClient, job_api: str) -> str:
     raise ClusterMismatch(f"this cluster serves {missing}; {INSTALL_HINT}")
 
 
+@functools.cache  # one discovery per client: what a cluster serves holds for a step's life
 def kueue_resource(kube: KubeClient, resource: CustomResource) -> CustomResource:
     """``resource`` (a Kueue kind) at the newest version served; as given if none is."""
     for version in KUEUE_VERSIONS:

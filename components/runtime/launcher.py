@@ -142,7 +142,7 @@ class JobWatch:
         uid = job["metadata"].get("uid")
         try:
             workloads = self.kube.list(
-                kueue_resource(self.kube, WORKLOAD),  # a discovery GET a poll, while suspended
+                kueue_resource(self.kube, WORKLOAD),
                 self.namespace,
                 f"{WORKLOAD_JOB_LABEL}={uid}",
             )

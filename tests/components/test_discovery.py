@@ -95,3 +95,5 @@ def test_kueue_kinds_are_read_at_the_newest_version_served(fake_k8s, served, ver
     kube = KubeClient.connect()
     assert kueue_resource(kube, WORKLOAD).api_version == f"kueue.x-k8s.io/{version}"
     assert kueue_resource(kube, LOCALQUEUE).plural == "localqueues"
+    fake_k8s.served = {}  # asked once per client: a waiting launcher polls without discovery
+    assert kueue_resource(kube, WORKLOAD).api_version == f"kueue.x-k8s.io/{version}"
