@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import importlib.util
+import importlib
 import io
 import json
 import re
@@ -47,19 +47,17 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "build" / "cluster"
 KUBECONFIG = BUILD / "kubeconfig"
-HARNESS = REPO / "tools" / "controlplane" / "cluster.py"
+HARNESS = REPO / "tools" / "controlplane"  # the harness package's parent folder
 KATIB_INJECTION = "katib.kubeflow.org/metrics-collector-injection"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests: `from cluster_helpers import`
 
 
 def _harness():
-    """tools/controlplane/cluster.py, imported by path (for restart_apiserver)."""
-    spec = importlib.util.spec_from_file_location("fmnist_cluster_harness", HARNESS)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """tools/controlplane/harness/control_plane.py (stop and start the kube-apiserver)."""
+    if str(HARNESS) not in sys.path:
+        sys.path.insert(0, str(HARNESS))
+    return importlib.import_module("harness.control_plane")
 
 
 @pytest.fixture(scope="session")
@@ -268,8 +266,9 @@ def pod_log(custom, tmp_path):
 class Apiserver:
     """Stop and start the cluster's kube-apiserver (same flags, same etcd: state survives).
 
-    tools/controlplane/cluster.py does the work: SIGTERM, SIGKILL after ``grace`` seconds,
-    then `kwokctl start cluster`, which starts what is not running with its saved flags.
+    tools/controlplane/harness/control_plane.py does the work: SIGTERM, SIGKILL after
+    ``grace`` seconds, then `kwokctl start cluster`, which starts what is not running with its
+    saved flags.
     """
 
     def __init__(self, harness):

@@ -1,0 +1,141 @@
+"""Building the components: ``go build`` into a machine-level cache, manifests rendered once.
+
+Each component's folder in the cache is keyed by its go.mod, go.sum and recipe, so a fresh
+clone of the project relinks what this machine built before instead of building it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from harness.components import Component
+from harness.paths import BIN, BUILD, CACHE
+from harness.pins import upstream
+from harness.processes import run
+
+RECIPE = "1"  # bump when the way a component is built or rendered changes
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are megabytes
+KEEP_KINDS = {
+    "Namespace",
+    "CustomResourceDefinition",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "ConfigMap",
+}
+
+
+def cache_dir(component: Component) -> Path:
+    """Where this component's build lives: keyed by its go.mod, go.sum and recipe."""
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        digest.update((component.dir / name).read_bytes())
+    digest.update(
+        json.dumps(
+            [
+                RECIPE,
+                component.tools,
+                component.manifests,
+                component.namespace,
+                component.files,
+                component.ldflags,
+            ]
+        ).encode()
+    )
+    return CACHE / f"{component.name}-{digest.hexdigest()[:16]}"
+
+
+def go_env() -> dict[str, str]:
+    """The environment of `go build`: static binaries, this module's go.sum only."""
+    return {**os.environ, "CGO_ENABLED": "0", "GOWORK": "off", "GOFLAGS": "-mod=readonly"}
+
+
+def build(component: Component) -> Path:
+    """Build (or find in the cache) one component; returns its cache folder."""
+    out = cache_dir(component)
+    if (out / "built.json").exists():
+        return out
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{component.name}-", dir=CACHE))
+    started = time.monotonic()
+    try:
+        print(f"building {component.name} ({component.module} {component.version})", flush=True)
+        for binary, package in component.tools.items():
+            ldflags = " ".join(("-s", "-w") + component.ldflags)
+            command = ["go", "build", "-trimpath", "-ldflags", ldflags]
+            run([*command, "-o", str(tmp / "bin" / binary), package], component.dir, go_env())
+        root = upstream.module_dir(component.module, component.version)
+        if component.manifests:
+            (tmp / "manifests.yaml").write_text(render(root, component, tmp))
+        for relative in component.files:
+            (tmp / "files").mkdir(exist_ok=True)
+            shutil.copyfile(root / relative, tmp / "files" / Path(relative).name)
+        _finish(tmp, out, component, round(time.monotonic() - started, 1))
+        return out
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _finish(tmp: Path, out: Path, component: Component, seconds: float) -> None:
+    """Record what was built and move it into place (another run may have been faster)."""
+    info = {
+        "module": component.module,
+        "version": component.version,
+        "seconds": seconds,
+        "go": subprocess.run(
+            ["go", "env", "GOVERSION"], capture_output=True, text=True
+        ).stdout.strip(),
+    }
+    (tmp / "built.json").write_text(json.dumps(info, indent=1))
+    try:
+        tmp.rename(out)
+    except OSError:  # built meanwhile by another run
+        shutil.rmtree(tmp)
+    print(f"built {component.name} in {seconds} s", flush=True)
+
+
+def render(root: Path, component: Component, scratch: Path) -> str:
+    """The module's kustomizations, rendered by kubectl, cut to KEEP_KINDS."""
+    kustomization = scratch / "kustomize"
+    kustomization.mkdir()
+    resources = [os.path.relpath(root / folder, kustomization) for folder in component.manifests]
+    spec = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources,
+    }
+    if component.namespace:
+        spec["namespace"] = component.namespace
+    (kustomization / "kustomization.yaml").write_text(yaml.safe_dump(spec))
+    rendered = run(["kubectl", "kustomize", str(kustomization)], capture=True)
+    shutil.rmtree(kustomization)
+    kept = [
+        doc for doc in yaml.load_all(rendered, Loader=LOADER) if doc and doc["kind"] in KEEP_KINDS
+    ]
+    return yaml.safe_dump_all(kept, sort_keys=False)
+
+
+def build_all(wanted: dict[str, Component]) -> dict[str, Path]:
+    """Build every component; link binaries and manifests into build/cluster/."""
+    built = {name: build(component) for name, component in wanted.items()}
+    for sub in ("bin", "manifests", "files"):
+        shutil.rmtree(BUILD / sub, ignore_errors=True)
+        (BUILD / sub).mkdir(parents=True)
+    for name, folder in built.items():
+        for binary in (folder / "bin").iterdir():
+            (BIN / binary.name).symlink_to(binary)
+        if (folder / "manifests.yaml").exists():
+            (BUILD / "manifests" / f"{name}.yaml").symlink_to(folder / "manifests.yaml")
+        for path in (folder / "files").glob("*") if (folder / "files").exists() else ():
+            (BUILD / "files" / name).mkdir(exist_ok=True)
+            (BUILD / "files" / name / path.name).symlink_to(path)
+    return built

@@ -1,0 +1,211 @@
+"""The harness's commands: build, up, down, status, restart-apiserver."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+import yaml
+
+from harness import control_plane
+from harness.api import Api
+from harness.build import build_all
+from harness.components import components
+from harness.controllers import controllers, katib, training_operator
+from harness.paths import BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
+from harness.pki import make_pki, remove_certs
+from harness.processes import Process, alive, http_ok, log_tail, terminate, tls_ok, wait_for
+
+
+def progress(started: float, what: str) -> None:
+    """One line per start-up phase, with the seconds since ``started``."""
+    print(f"[{time.monotonic() - started:5.1f} s] {what}", flush=True)
+
+
+def up(args) -> None:
+    """Build what is missing, start the control plane and the controllers, wait until ready."""
+    started = time.monotonic()
+    if STATE.exists() or control_plane.kwok_cluster_dir().exists():
+        print("a previous cluster is still here: stopping it first", flush=True)
+        down(args)
+    wanted = components(args.trainer, args.kserve)
+    build_all(wanted)
+    seconds = {"build_check": time.monotonic() - started}
+    progress(started, "binaries ready")
+    for folder in (LOGS, RUN, PIDS):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    pki = make_pki()
+    versions = {"trainer": args.trainer, "kserve": args.kserve}
+    STATE.write_text(json.dumps({**versions, "starting": True}))
+
+    kwok_files = BUILD / "files" / "kwok"
+    stages = [
+        kwok_files / "node-initialize.yaml",
+        kwok_files / "node-heartbeat-with-lease.yaml",
+        kwok_files / "pod-ready.yaml",
+        kwok_files / "pod-delete.yaml",
+        CONFIG / "pod-stages.yaml",
+    ]
+    control_plane.start_control_plane(stages)
+    seconds["control_plane"] = time.monotonic() - started - sum(seconds.values())
+    progress(started, "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok up")
+
+    api = Api(KUBECONFIG)
+    processes = _start_controllers(api, wanted, pki, args, started)
+    seconds["controllers"] = time.monotonic() - started - sum(seconds.values())
+    progress(started, "every controller ready, webhooks answering")
+
+    _after_webhooks(api, args.trainer, processes["nodes"])
+    progress(started, "torch-distributed runtime and kwok ClusterLogs created, nodes Ready")
+    seconds["total"] = time.monotonic() - started
+    state = {**versions, **processes, "seconds": {k: round(v, 1) for k, v in seconds.items()}}
+    STATE.write_text(json.dumps(state, indent=1))
+    print(
+        f"cluster up in {state['seconds']['total']} s ({json.dumps(state['seconds'])}); "
+        f"KUBECONFIG={KUBECONFIG}; logs in {LOGS}",
+        flush=True,
+    )
+
+
+def _start_controllers(api: Api, wanted, pki, args, started: float) -> dict:
+    """Create the CRDs, webhooks and nodes, start the controllers, wait until each is ready."""
+    processes, objects = controllers(wanted, pki, args.trainer, args.kserve)
+    nodes = list(yaml.safe_load_all((CONFIG / "nodes.yaml").read_text()))
+    api.create_all(objects + nodes, "controllers")
+    crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
+    wait_for("the CRDs to be established", lambda: api.established(crds), 120, "kube-apiserver")
+    progress(started, f"{len(crds)} CRDs established; webhook configurations, nodes created")
+    pids = {p.name: p.start() for p in processes}
+    state = {"pids": pids, "processes": [p.__dict__ for p in processes], "nodes": len(nodes)}
+    STATE.write_text(json.dumps({"trainer": args.trainer, "kserve": args.kserve, **state}))
+    for process in processes:
+        if process.health:
+            wait_for(
+                f"{process.name} (readiness probe and webhook)",
+                lambda p=process: _ready(p, pids[p.name], pki["ca.crt"]),
+                120,
+                process.name,
+            )
+    for process in processes:
+        if not alive(pids[process.name]):
+            raise SystemExit(f"{process.name} exited:\n{log_tail(LOGS / (process.name + '.log'))}")
+    return state
+
+
+def _ready(process: Process, pid: int, ca) -> bool:
+    """Whether a controller answers its readiness probe and its webhook; exit if it died."""
+    if not alive(pid):
+        log = LOGS / f"{process.name}.log"
+        raise SystemExit(
+            f"{process.name} exited while starting; last lines of {log}:\n{log_tail(log)}"
+        )
+    return http_ok(process.health) and tls_ok(process.webhook_port, ca)
+
+
+def _after_webhooks(api: Api, trainer: str, nodes: int) -> None:
+    """What needs the webhooks: the torch-distributed runtime, kwok's ClusterLogs; nodes Ready."""
+    runtime = yaml.safe_load(
+        (BUILD / "files" / f"trainer-{trainer}" / "torch_distributed.yaml").read_text()
+    )
+    cluster_logs = {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterLogs",
+        "metadata": {"name": "fmnist-trainer-log"},
+        "spec": {
+            "logs": [
+                {
+                    "containers": ["pytorch", "node", "trainer"],
+                    "logsFile": str(CONFIG / "trainer.log"),
+                }
+            ]
+        },
+    }
+    api.create_all([runtime, cluster_logs], "after-webhooks")
+    wait_for("the nodes to be Ready", lambda: api.nodes_ready(nodes), 60, "kwok-controller")
+
+
+def down(args=None) -> None:
+    """Stop every process the harness and kwokctl started; keep the logs."""
+    pids = [int(p.read_text()) for p in PIDS.glob("*.pid")] if PIDS.exists() else []
+    terminate(pids, 15)
+    shutil.rmtree(PIDS, ignore_errors=True)
+    control_plane.stop_control_plane()
+    for folder in (training_operator.CERTS, katib.CERTS):  # ours only: same bytes as build's
+        remove_certs(folder)
+    STATE.unlink(missing_ok=True)
+    KUBECONFIG.unlink(missing_ok=True)
+    for path in BUILD.glob("kfp*-host"):  # KFP API servers attached to this cluster went with it
+        path.unlink()
+    print("cluster down", flush=True)
+
+
+def status(args) -> None:
+    """Print which processes run; exit 1 if one does not."""
+    if not STATE.exists():
+        print("no cluster (make cluster-up)")
+        sys.exit(1)
+    state = json.loads(STATE.read_text())
+    failed = False
+    for name, pid in state.get("pids", {}).items():
+        ok = alive(pid)
+        failed |= not ok
+        print(f"{name:20} pid {pid:<8} {'running' if ok else 'NOT RUNNING'}")
+    pid = control_plane.apiserver_pid()
+    running = "running" if pid and alive(pid) else "NOT RUNNING"
+    print(f"{'kube-apiserver':20} pid {pid or '-':<8} {running}")
+    sys.exit(1 if failed else 0)
+
+
+def restart_apiserver(args) -> None:
+    """Stop the kube-apiserver, wait ``--down-seconds``, start it again."""
+    control_plane.stop_apiserver()
+    time.sleep(args.down_seconds)
+    control_plane.start_apiserver()
+    print("kube-apiserver restarted", flush=True)
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """The command line (tools/controlplane/cluster.py's docstring describes it)."""
+    parser = argparse.ArgumentParser(description=description)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("build", "up"):
+        command = sub.add_parser(name)
+        command.add_argument("--trainer", default=os.environ.get("TRAINER") or "v2.1.0")
+        command.add_argument("--kserve", default=os.environ.get("KSERVE") or "v0.15.2")
+    sub.add_parser("down")
+    sub.add_parser("status")
+    restart = sub.add_parser("restart-apiserver")
+    restart.add_argument("--down-seconds", type=float, default=0)
+    return parser
+
+
+def main(argv: list[str], description: str = "") -> None:
+    """Run one command."""
+    args = parser(description).parse_args(argv)
+    BUILD.mkdir(parents=True, exist_ok=True)
+    if args.command == "build":
+        started = time.monotonic()
+        build_all(components(args.trainer, args.kserve))
+        print(f"all built ({time.monotonic() - started:.1f} s); binaries in {BUILD / 'bin'}")
+    elif args.command == "up":
+        LOGS.mkdir(parents=True, exist_ok=True)
+        try:
+            up(args)
+        except BaseException:
+            print(
+                "cluster-up failed; stopping what started (logs stay in build/cluster/logs)",
+                file=sys.stderr,
+            )
+            down()
+            raise
+    elif args.command == "down":
+        down(args)
+    elif args.command == "status":
+        status(args)
+    else:
+        restart_apiserver(args)

@@ -1,0 +1,142 @@
+"""The components of one cluster: each a Go module pinned in tools/controlplane/<name>/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.paths import CONTROLPLANE
+from harness.pins import upstream
+
+
+@dataclass(frozen=True)
+class Component:
+    """One folder under tools/controlplane: a Go module, its programs and its manifests."""
+
+    name: str
+    module: str
+    tools: dict[str, str]  # binary name -> package
+    manifests: tuple[str, ...] = ()  # kustomize folders of the module, rendered together
+    namespace: str = ""  # the namespace kustomize sets on them
+    files: tuple[str, ...] = ()  # files of the module kept as they are
+    ldflags: tuple[str, ...] = field(default=())
+
+    @property
+    def dir(self) -> Path:
+        """tools/controlplane/<name>/: its go.mod and go.sum."""
+        return CONTROLPLANE / self.name
+
+    @property
+    def version(self) -> str:
+        """The version of the component's module that its own go.mod pins."""
+        (pin,) = [
+            p for p in upstream.pins() if p.module == self.module and p.gomod.parent == self.dir
+        ]
+        return pin.version
+
+
+def _k8s_ldflags() -> tuple[str, ...]:
+    """The version variables hack/lib/version.sh sets (kwokctl reads `--version`)."""
+    version = upstream.pin("k8s.io/kubernetes").version
+    major, minor = version[1:].split(".")[:2]
+    flags = []
+    for package in ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version"):
+        for key, value in (
+            ("gitVersion", version),
+            ("gitMajor", major),
+            ("gitMinor", minor),
+            ("gitTreeState", "clean"),
+            ("buildDate", "1970-01-01T00:00:00Z"),
+        ):
+            flags.append(f"-X {package}.{key}={value}")
+    return tuple(flags)
+
+
+def _control_plane() -> list[Component]:
+    """Kubernetes itself, etcd and kwok."""
+    return [
+        Component(
+            "kubernetes",
+            "k8s.io/kubernetes",
+            {
+                "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+                "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+            },
+            ldflags=_k8s_ldflags(),
+        ),
+        Component("etcd", "go.etcd.io/etcd/server/v3", {"etcd": "go.etcd.io/etcd/server/v3"}),
+        Component(
+            "kwok",
+            "sigs.k8s.io/kwok",
+            {"kwok": "sigs.k8s.io/kwok/cmd/kwok", "kwokctl": "sigs.k8s.io/kwok/cmd/kwokctl"},
+            files=(
+                "kustomize/stage/node/fast/node-initialize.yaml",
+                "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+                "kustomize/stage/pod/fast/pod-ready.yaml",
+                "kustomize/stage/pod/fast/pod-delete.yaml",
+            ),
+            ldflags=(
+                "-X sigs.k8s.io/kwok/pkg/consts.KubeVersion="
+                + upstream.pin("k8s.io/kubernetes").version[1:],
+            ),
+        ),
+    ]
+
+
+def _kubeflow(trainer: str, kserve: str) -> list[Component]:
+    """The controllers the project's objects need (Trainer and KServe selectable)."""
+    trainer_module = "github.com/kubeflow/trainer/v2"
+    return [
+        Component(
+            "jobset", "sigs.k8s.io/jobset", {"jobset": "sigs.k8s.io/jobset"}, ("config/default",)
+        ),
+        Component(
+            "training-operator",
+            "github.com/kubeflow/training-operator",
+            {"training-operator": "github.com/kubeflow/training-operator/cmd/training-operator.v1"},
+            ("manifests/overlays/standalone",),
+        ),
+        Component(
+            f"trainer-{trainer}",
+            trainer_module,
+            {"trainer-controller-manager": f"{trainer_module}/cmd/trainer-controller-manager"},
+            ("manifests/base/crds", "manifests/base/webhook"),
+            namespace="kubeflow-system",
+            files=(
+                "manifests/base/manager/controller_manager_config.yaml",
+                "manifests/base/runtimes/torch_distributed.yaml",
+            ),
+        ),
+        Component(
+            "kueue",
+            "sigs.k8s.io/kueue",
+            {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+            ("config/default",),
+        ),
+        Component(
+            "katib",
+            "github.com/kubeflow/katib",
+            {
+                "katib-controller": "github.com/kubeflow/katib/cmd/katib-controller/v1beta1",
+                "goptuna-suggestion": "github.com/kubeflow/katib/cmd/suggestion/goptuna/v1beta1",
+            },
+            ("manifests/v1beta1/installs/katib-standalone",),
+        ),
+        Component(
+            f"kserve-{kserve}",
+            "github.com/kserve/kserve",
+            {"kserve-manager": "github.com/kserve/kserve/cmd/manager"},
+            ("config/default",) if kserve == "v0.15.2" else ("config/default", "config/configmap"),
+            namespace="" if kserve == "v0.15.2" else "kserve",
+        ),
+    ]
+
+
+def components(trainer: str, kserve: str) -> dict[str, Component]:
+    """The components of one cluster, by folder name."""
+    found = _control_plane() + _kubeflow(trainer, kserve)
+    for component in found:
+        if not (component.dir / "go.mod").exists():
+            raise SystemExit(f"no {component.dir}/go.mod: choose a version that has a folder")
+    return {component.name: component for component in found}

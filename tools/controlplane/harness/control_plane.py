@@ -1,0 +1,170 @@
+"""etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, run by kwokctl.
+
+kwokctl's "binary" runtime (sigs.k8s.io/kwok pkg/kwokctl/runtime/binary) starts our own
+binaries as local processes and writes the certificates and the admin kubeconfig.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from harness.paths import BIN, CLUSTER, KUBECONFIG, KWOK_WORKDIR, LOGS, RUN
+from harness.processes import alive, log_tail, wait_for, wait_gone
+
+
+def kubectl(*args: str, stdin: str | None = None) -> str:
+    """Run kubectl with the admin kubeconfig; return stdout, exit with its output on failure."""
+    command = ["kubectl", f"--kubeconfig={KUBECONFIG}", *args]
+    result = subprocess.run(command, input=stdin, capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(
+            f"kubectl {' '.join(args)} failed:\n{(result.stdout + result.stderr)[-4000:]}"
+        )
+    return result.stdout
+
+
+def kwok_env() -> dict[str, str]:
+    """The environment of kwokctl: its work folder is build/cluster/kwok."""
+    return {**os.environ, "KWOK_WORKDIR": str(KWOK_WORKDIR)}
+
+
+def kwok_cluster_dir() -> Path:
+    """The folder kwokctl keeps this cluster in: kwokctl.yaml, pki/, pids/, logs/, etcd data."""
+    return KWOK_WORKDIR / "clusters" / CLUSTER
+
+
+def _kwokctl_config() -> dict:
+    """Our binaries, loopback only, RBAC and admission on, kwok's log CRDs."""
+    return {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokctlConfiguration",
+        "options": {
+            "runtime": "binary",
+            "bindAddress": "127.0.0.1",  # apiserver, kwok's kubelet API: loopback only
+            "kubeApiserverBinary": str(BIN / "kube-apiserver"),
+            "kubeControllerManagerBinary": str(BIN / "kube-controller-manager"),
+            "kubeSchedulerBinary": str(BIN / "kube-scheduler"),
+            "kwokControllerBinary": str(BIN / "kwok"),
+            "etcdBinary": str(BIN / "etcd"),
+            "kubectlBinary": shutil.which("kubectl"),
+            "kubeAuthorization": True,  # --authorization-mode=Node,RBAC
+            "kubeAdmission": True,  # the apiserver's default admission plugins, webhooks included
+            "enableCRDs": ["Logs", "ClusterLogs"],  # pod logs are kwok objects tests can create
+        },
+        "componentsPatches": [
+            # Throwaway data: etcd need not wait for the disk on every write.
+            {"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]},
+            # One instance each: without leader election they ride out a kube-apiserver
+            # restart (with it they exit once they cannot renew the lease, and nothing
+            # restarts them).
+            {"name": "kube-scheduler", "extraArgs": [{"key": "leader-elect", "value": "false"}]},
+            {
+                "name": "kube-controller-manager",
+                "extraArgs": [{"key": "leader-elect", "value": "false"}],
+            },
+        ],
+    }
+
+
+def start_control_plane(stage_files: list[Path]) -> None:
+    """Kwokctl create cluster --runtime binary with our binaries and kwok's pod stages."""
+    path = RUN / "kwokctl.yaml"
+    path.write_text(yaml.safe_dump(_kwokctl_config()))
+    command = [str(BIN / "kwokctl")]
+    for config_file in [path, *stage_files]:
+        command += ["--config", str(config_file)]
+    command += ["create", "cluster", "--name", CLUSTER, "--timeout", "120s"]
+    command += ["--kubeconfig", str(KUBECONFIG)]
+    result = subprocess.run(command, env=kwok_env(), capture_output=True, text=True)
+    (LOGS / "kwokctl.log").write_text(result.stdout + result.stderr)
+    if result.returncode:
+        logs = "\n".join(
+            f"--- {p.name}\n{log_tail(p, 15)}" for p in (kwok_cluster_dir() / "logs").glob("*.log")
+        )
+        raise SystemExit(f"kwokctl create cluster failed:\n{result.stdout}{result.stderr}\n{logs}")
+    for log in (kwok_cluster_dir() / "logs").glob("*.log"):
+        link = LOGS / log.name
+        link.unlink(missing_ok=True)
+        link.symlink_to(log)
+
+
+def stop_control_plane() -> None:
+    """Kwokctl delete cluster, then stop whatever it left; keep its logs in logs/control-plane."""
+    if not kwok_cluster_dir().exists():
+        return
+    saved = LOGS / "control-plane"
+    shutil.rmtree(saved, ignore_errors=True)
+    if (kwok_cluster_dir() / "logs").exists():
+        shutil.copytree(kwok_cluster_dir() / "logs", saved)
+    for link in LOGS.glob("*.log"):
+        if link.is_symlink():
+            link.unlink()
+    kwok_pids = [int(p.read_text()) for p in (kwok_cluster_dir() / "pids").glob("*.pid")]
+    if (BIN / "kwokctl").exists():
+        subprocess.run(
+            [str(BIN / "kwokctl"), "delete", "cluster", "--name", CLUSTER],
+            env=kwok_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    for pid in kwok_pids:  # whatever kwokctl did not stop
+        if alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    wait_gone(kwok_pids, 15)
+    shutil.rmtree(KWOK_WORKDIR, ignore_errors=True)
+
+
+def apiserver_pid() -> int | None:
+    """The kube-apiserver's pid, from kwokctl's pid file."""
+    path = kwok_cluster_dir() / "pids" / "kube-apiserver.pid"
+    return int(path.read_text()) if path.exists() else None
+
+
+def stop_apiserver(grace: float = 5) -> None:
+    """Stop the kube-apiserver: SIGTERM, SIGKILL after ``grace`` seconds; wait until gone.
+
+    Its graceful shutdown waits for open requests (watches, followed logs) and can take
+    tens of seconds, hence the short grace. The pid file goes too: kwokctl takes a pid
+    that still exists (a zombie not yet reaped) for a running component and would not
+    start it again.
+    """
+    path = kwok_cluster_dir() / "pids" / "kube-apiserver.pid"
+    pid = apiserver_pid()
+    if pid and alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        wait_gone([pid], grace)
+    path.unlink(missing_ok=True)
+
+
+def start_apiserver(timeout: float = 60) -> None:
+    """Start what kwokctl runs and is not running (the kube-apiserver), wait until it serves.
+
+    `kwokctl start cluster` starts each component whose pid is not running, with the flags
+    it was created with (sigs.k8s.io/kwok pkg/kwokctl/runtime/binary/cluster_operation.go).
+    """
+    result = subprocess.run(
+        [str(BIN / "kwokctl"), "start", "cluster", "--name", CLUSTER],
+        env=kwok_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout + 60,
+    )
+    if result.returncode:
+        raise SystemExit(f"kwokctl start cluster failed:\n{result.stdout}{result.stderr}")
+    wait_for("the kube-apiserver to serve", readyz_apiserver, timeout, "kube-apiserver")
+
+
+def readyz_apiserver() -> bool:
+    """Whether the kube-apiserver answers /readyz."""
+    try:
+        kubectl("get", "--raw", "/readyz")
+        return True
+    except SystemExit:
+        return False

@@ -1,0 +1,31 @@
+"""The Kubeflow controllers, one module each: how each is configured and started here.
+
+Each module has ``configure(setup) -> (processes, objects)``: the local processes to start
+and the objects (its CRDs, webhook configurations pointed at loopback, config maps, Secrets)
+to create before they start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import manifests
+from harness.components import Component
+from harness.controllers import jobset, katib, kserve, kueue, trainer, training_operator
+from harness.controllers.setup import Setup
+from harness.processes import Process
+
+ORDER = (jobset, training_operator, trainer, kueue, katib, kserve)
+
+
+def controllers(
+    wanted: dict[str, Component], pki: dict[str, Path], trainer_version: str, kserve_version: str
+) -> tuple[list[Process], list[dict]]:
+    """The controller processes and the objects to apply before they start."""
+    setup = Setup(manifests.load(wanted), pki, trainer_version, kserve_version)
+    processes, objects = [], []
+    for module in ORDER:
+        more_processes, more_objects = module.configure(setup)
+        processes += more_processes
+        objects += more_objects
+    return processes, objects

@@ -1,0 +1,68 @@
+"""Katib: the controller, and its Go suggestion service (goptuna) reached through a proxy."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from harness.controllers.setup import Setup, config_file, ports
+from harness.manifests import config_map
+from harness.paths import BIN, CONTROLPLANE
+from harness.pki import install_certs
+from harness.processes import Process, free_port, port_free
+
+CERTS = Path("/tmp/cert")  # pkg/controller.v1beta1/consts/const.go CertDir (no flag)
+SUGGESTION_PORT = 6789  # cmd/suggestion/goptuna/v1beta1/main.go listens on 0.0.0.0:6789
+
+
+def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
+    """Its release katib-config with the cert generator off and local ports.
+
+    The suggestion service runs here, reached through connect_proxy.py (see there why).
+    """
+    webhook, health = ports()
+    proxy = free_port()
+    docs = setup.webhooks("katib", webhook)
+    katib_config = config_map(docs, "katib-config")
+    config = yaml.safe_load(katib_config["data"]["katib-config.yaml"])
+    config["init"]["certGenerator"] = {"enable": False}
+    config["init"]["controller"].update(
+        webhookPort=webhook, metricsAddr="0", healthzAddr=f"127.0.0.1:{health}"
+    )
+    katib_config["data"]["katib-config.yaml"] = yaml.safe_dump(config, sort_keys=False)
+    install_certs(CERTS, setup.pki)
+    if not port_free(SUGGESTION_PORT):
+        raise SystemExit(f"port {SUGGESTION_PORT} (Katib's suggestion service) is in use")
+    proxy_url = f"http://127.0.0.1:{proxy}"
+    processes = [
+        Process("katib-suggestion", [str(BIN / "goptuna-suggestion")]),
+        Process(
+            "katib-proxy",
+            [
+                sys.executable,
+                str(CONTROLPLANE / "connect_proxy.py"),
+                str(proxy),
+                f"127.0.0.1:{SUGGESTION_PORT}",
+                "katib-db-manager.",
+            ],
+        ),
+        Process(
+            "katib",
+            [
+                str(BIN / "katib-controller"),
+                "--katib-config",
+                str(config_file("katib", katib_config["data"]["katib-config.yaml"])),
+            ],
+            env={
+                "KATIB_CORE_NAMESPACE": "kubeflow",
+                "HTTPS_PROXY": proxy_url,
+                "HTTP_PROXY": proxy_url,
+                "NO_PROXY": "127.0.0.1,localhost",
+            },
+            health=f"http://127.0.0.1:{health}/readyz",
+            webhook_port=webhook,
+        ),
+    ]
+    return processes, docs

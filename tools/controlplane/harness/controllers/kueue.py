@@ -1,0 +1,52 @@
+"""Kueue: OUR k8s/kueue/config, plus what running it here needs."""
+
+from __future__ import annotations
+
+import yaml
+
+from harness.controllers.setup import Setup, config_file, ports
+from harness.paths import BIN, REPO, RUN
+from harness.pki import cert_secret, install_certs
+from harness.processes import Process
+
+
+def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
+    """Our configuration on local ports, with internal cert management on.
+
+    Off, Kueue reads metrics certificates from /etc/kueue/metrics/certs; on, its rotator is
+    handed our certificate in its Secret, and reads it from webhook.certDir.
+    """
+    webhook, health = ports()
+    docs = setup.webhooks("kueue", webhook)
+    config = yaml.safe_load(
+        (REPO / "k8s" / "kueue" / "config" / "controller_manager_config.yaml").read_text()
+    )
+    config.update(
+        namespace="kueue-system",
+        health={**config.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{health}"},
+        metrics={**config.get("metrics", {}), "bindAddress": "0"},
+        webhook={
+            **config.get("webhook", {}),
+            "port": webhook,
+            "certDir": str(RUN / "kueue" / "certs"),
+        },
+        leaderElection={**config.get("leaderElection", {}), "leaderElect": False},
+        internalCertManagement={
+            "enable": True,
+            "webhookServiceName": "kueue-webhook-service",
+            "webhookSecretName": "kueue-webhook-server-cert",
+        },
+    )
+    install_certs(RUN / "kueue" / "certs", setup.pki)
+    process = Process(
+        "kueue",
+        [
+            str(BIN / "kueue"),
+            "--config",
+            str(config_file("kueue", config)),
+            "--feature-gates=VisibilityOnDemand=false",
+        ],
+        health=f"http://127.0.0.1:{health}/readyz",
+        webhook_port=webhook,
+    )
+    return [process], docs + [cert_secret("kueue-system", "kueue-webhook-server-cert", setup.pki)]
