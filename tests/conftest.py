@@ -39,6 +39,20 @@ def _import_upstream():
 
 upstream = _import_upstream()
 
+# The cluster and gpu tiers wait on real controllers and devices (pyproject's 60 s is for
+# the default tier): each of their tests gets this bound unless it sets its own.
+TIER_TIMEOUT_SECONDS = {"cluster": 1200, "gpu": 600}
+
+
+def pytest_collection_modifyitems(items):
+    """Give cluster and gpu tests their tier's time bound (a test's own mark wins)."""
+    for item in items:
+        if item.get_closest_marker("timeout"):
+            continue
+        bounds = [s for tier, s in TIER_TIMEOUT_SECONDS.items() if item.get_closest_marker(tier)]
+        if bounds:
+            item.add_marker(pytest.mark.timeout(max(bounds)))
+
 
 @pytest.fixture(scope="session")
 def fashion_mnist_dir() -> Path:

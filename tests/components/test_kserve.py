@@ -37,7 +37,8 @@ from kubernetes.client import (
 )
 
 from components.runtime import kserve, waiting
-from components.runtime.kserve import DeployFailed
+from components.runtime.kserve import DeployFailed, RolloutWatch
+from components.runtime.kube import KubeClient
 from components.specs.params import ParamError, Serving
 from components.steps.deploy import deploy
 
@@ -45,6 +46,7 @@ URL = "http://fashion-mnist.team-a.example.com"
 NEW_URI = "pvc://fmnist-models/fashion-mnist/run-42"
 OLD_URI = "pvc://fmnist-models/fashion-mnist/run-41"
 ISVC = "serving.kserve.io/v1beta1"
+STEP_TIMEOUT = 5  # seconds: a step that never sees its model serve fails fast, not in 900 s
 
 
 def ready(generation: int = 1, mode: str = "RawDeployment", **extra) -> dict:
@@ -129,6 +131,7 @@ def step(tmp_path, monkeypatch, fake_k8s, crd_schemas):
     (model / "model.json").write_text("{}")
 
     def call(run_id="run-42", **changes):
+        changes.setdefault("serving_timeout_seconds", STEP_TIMEOUT)
         return deploy.python_func(
             model=dsl.Model(uri=str(model)),
             dataset=dsl.Dataset(uri=str(tmp_path / "unused")),
@@ -138,6 +141,11 @@ def step(tmp_path, monkeypatch, fake_k8s, crd_schemas):
         )
 
     return call
+
+
+def polls(fake_k8s) -> int:
+    """How many times the step looked at the rollout (each poll lists the predictor pods)."""
+    return len(fake_k8s.core.selectors)
 
 
 def test_first_deploy_writes_the_mode_this_kserve_knows_and_waits_for_the_rollout(
@@ -150,6 +158,7 @@ def test_first_deploy_writes_the_mode_this_kserve_knows_and_waits_for_the_rollou
         [deployment(NEW_URI)],
     ]
     assert step() == URL
+    assert polls(fake_k8s) == 3  # waiting with no Deployment, with none available; done
     (isvc,) = fake_k8s.custom.created("inferenceservices")
     validate_crd_at("kserve", kserve_release)(isvc)
     mode = isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"]
@@ -157,10 +166,52 @@ def test_first_deploy_writes_the_mode_this_kserve_knows_and_waits_for_the_rollou
     container = isvc["spec"]["predictor"]["containers"][0]
     assert container["env"] == [{"name": "STORAGE_URI", "value": NEW_URI}]
     assert (tmp_path / "store" / "fashion-mnist" / "run-42" / "model.pt").read_bytes() == b"weights"
-    assert len(fake_k8s.apps.deployments[0]) == 1  # it polled until the rollout completed
     assert fake_k8s.apps.selectors[0] == (
         "serving.kserve.io/inferenceservice=fashion-mnist,component=predictor"
     )
+
+
+# A redeploy in Standard mode, poll by poll: each state lacks one thing of ROLLED_OUT, and
+# the step must go on waiting (kubectl's rollout status rule: the new template observed,
+# every desired replica updated and available, no old replica left).
+ROLLING = [
+    ("the Deployment still has the old model", [deployment(OLD_URI)]),
+    ("the new template is not observed", [deployment(NEW_URI, generation=3, observed=2)]),
+    ("no replica is updated", [deployment(NEW_URI, generation=3, observed=3, updated=0)]),
+    (
+        "the new replica is not available",
+        [deployment(NEW_URI, generation=3, observed=3, available=0)],
+    ),
+    ("an old replica still runs", [deployment(NEW_URI, generation=3, observed=3, replicas=2)]),
+]
+ROLLED_OUT = [deployment(NEW_URI, generation=3, observed=3)]
+
+
+def watch_at(fake_k8s, status: dict, mode: str = "Standard", generation: int = 3):
+    """A RolloutWatch on a live service whose every read reports ``status``."""
+    metadata = {"name": "fashion-mnist", "namespace": "team-a"}
+    fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")] = {
+        "metadata": metadata,
+        "spec": {},
+    }
+    fake_k8s.custom.statuses["inferenceservices"] = [status]
+    serving = Serving(deployment_mode=mode)
+    return RolloutWatch(KubeClient(), "team-a", serving, NEW_URI, generation)
+
+
+@pytest.mark.parametrize("state", [state for _, state in ROLLING], ids=[n for n, _ in ROLLING])
+def test_a_standard_rollout_is_not_done_while(state, fake_k8s):
+    watch = watch_at(fake_k8s, ready(3))
+    fake_k8s.apps.deployments = [state]
+    assert watch.check() is None
+
+
+def test_a_standard_rollout_is_done_with_every_new_replica_and_ready(fake_k8s):
+    watch = watch_at(fake_k8s, ready(3))
+    fake_k8s.apps.deployments = [ROLLED_OUT]
+    assert watch.check()["status"]["url"] == URL
+    not_ready = {**ready(3), "conditions": [{"type": "Ready", "status": "False"}]}
+    assert watch_at(fake_k8s, not_ready).check() is None
 
 
 def test_a_redeploy_waits_for_the_new_model_not_the_old_ready(step, fake_k8s, kserve_release):
@@ -168,14 +219,10 @@ def test_a_redeploy_waits_for_the_new_model_not_the_old_ready(step, fake_k8s, ks
     fake_k8s.custom.statuses["inferenceservices"] = [ready(1)]
     fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
     step(run_id="run-41")
-    fake_k8s.apps.deployments = [
-        [deployment(OLD_URI)],  # KServe has not updated the Deployment yet
-        [deployment(NEW_URI, generation=3, observed=2)],  # not observed
-        [deployment(NEW_URI, generation=3, observed=3, updated=1, available=1, replicas=2)],
-        [deployment(NEW_URI, generation=3, observed=3)],
-    ]
+    before = polls(fake_k8s)
+    fake_k8s.apps.deployments = [state for _, state in ROLLING] + [ROLLED_OUT]
     assert step() == URL
-    assert len(fake_k8s.apps.deployments) == 1  # every intermediate state was polled
+    assert polls(fake_k8s) - before == len(ROLLING) + 1  # waiting at each state, done at the last
     (call,) = [c for c in fake_k8s.custom.calls if c[0] == "replace"]
     assert call[5]["spec"]["predictor"]["containers"][0]["env"][0]["value"] == NEW_URI
     recorded = "RawDeployment"  # what the live status says
@@ -213,29 +260,49 @@ def test_changing_the_mode_of_a_live_service_is_refused_naming_both(step, fake_k
     assert [c for c in fake_k8s.custom.calls if c[0] in ("create", "replace")] == []
 
 
-def test_knative_waits_for_the_latest_revision_to_take_all_traffic(step, fake_k8s):
-    def knative(created, ready_revision, traffic, generation=1):
-        predictor = {
-            "latestCreatedRevision": created,
-            "latestReadyRevision": ready_revision,
-            "traffic": traffic,
-        }
-        return ready(generation, mode="Knative", components={"predictor": predictor})
+def knative(created, ready_revision, traffic, generation=1) -> dict:
+    """A Knative-mode status: the predictor's revisions and their traffic split."""
+    predictor = {
+        "latestCreatedRevision": created,
+        "latestReadyRevision": ready_revision,
+        "traffic": [{"revisionName": name, "percent": percent} for name, percent in traffic],
+    }
+    return ready(generation, mode="Knative", components={"predictor": predictor})
 
+
+# A Knative-mode update, poll by poll (generation 2 applied): each state lacks one thing
+# of KNATIVE_DONE (the update observed, the newest revision created, ready, at 100 %).
+KNATIVE_ROLLING = [
+    ("no status yet", {}),
+    ("the update is not observed", knative("r-2", "r-2", [("r-2", 100)], generation=1)),
+    ("the new revision is not ready", knative("r-2", "r-1", [("r-1", 100)], generation=2)),
+    ("it takes 10 % of the traffic", knative("r-2", "r-2", [("r-1", 90), ("r-2", 10)], 2)),
+    ("it takes 99 % of the traffic", knative("r-2", "r-2", [("r-1", 1), ("r-2", 99)], 2)),
+]
+KNATIVE_DONE = knative("r-2", "r-2", [("r-2", 100)], generation=2)
+
+
+@pytest.mark.parametrize(
+    "status", [status for _, status in KNATIVE_ROLLING], ids=[n for n, _ in KNATIVE_ROLLING]
+)
+def test_a_knative_rollout_is_not_done_while(status, fake_k8s):
+    assert watch_at(fake_k8s, status, mode="Knative", generation=2).check() is None
+
+
+def test_a_knative_rollout_is_done_when_the_new_revision_takes_all_traffic(fake_k8s):
+    watch = watch_at(fake_k8s, KNATIVE_DONE, mode="Knative", generation=2)
+    assert watch.check()["status"]["url"] == URL
+
+
+def test_knative_waits_for_the_latest_revision_to_take_all_traffic(step, fake_k8s):
+    rolling = [status for _, status in KNATIVE_ROLLING if status.get("observedGeneration") != 1]
+    first = [{**status, "observedGeneration": 1} if status else status for status in rolling]
     fake_k8s.custom.statuses["inferenceservices"] = [
-        {},
-        knative("r-2", "r-1", [{"revisionName": "r-1", "percent": 100}]),
-        knative(
-            "r-2",
-            "r-2",
-            [{"revisionName": "r-1", "percent": 90}, {"revisionName": "r-2", "percent": 10}],
-        ),
-        knative("r-2", "r-2", [{"revisionName": "r-2", "percent": 100, "latestRevision": True}]),
+        *first,
+        {**KNATIVE_DONE, "observedGeneration": 1},
     ]
     assert step(deployment_mode="Knative", serving_min_replicas=0) == URL
-    assert fake_k8s.custom.statuses["inferenceservices"] == [
-        knative("r-2", "r-2", [{"revisionName": "r-2", "percent": 100, "latestRevision": True}])
-    ]
+    assert polls(fake_k8s) == len(first) + 1  # waiting at each state, done at the last
 
 
 def test_a_model_that_fails_to_load_fails_the_step_with_the_conditions(step, fake_k8s):

@@ -13,16 +13,14 @@ from components.specs.params import (
 from components.steps.validate import validate_serving, validate_training
 from trainer.config import TrainConfig
 
+# The trainer's recipe as docs/pipeline.md states it: the job's defaults must be the same.
+RECIPE = {"epochs": 10, "batch_size": 128, "lr": 0.002, "momentum": 0.9, "optimizer": "adamw"}
+
 
 def test_training_defaults_follow_the_trainer():
     train, job = TrainConfig(), TrainingJob()
-    assert (job.epochs, job.batch_size, job.lr, job.momentum, job.optimizer) == (
-        train.epochs,
-        train.batch_size,
-        train.lr,
-        train.momentum,
-        train.optimizer,
-    )
+    assert {name: getattr(train, name) for name in RECIPE} == RECIPE
+    assert {name: getattr(job, name) for name in RECIPE} == RECIPE
     assert (job.workers, job.processes, job.job_api, job.queue) == (2, 2, "auto", "fmnist-cpu")
 
 
@@ -116,7 +114,9 @@ def test_bad_values_name_the_parameter_and_its_range(cls, changes, name, allowed
     ],
 )
 def test_good_values_pass(cls, changes):
-    assert cls(**changes)
+    kept = cls(**changes)
+    assert {name: getattr(kept, name) for name in changes} == changes
+    assert type(kept).from_dict(kept.to_dict()) == kept
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import kubernetes
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
+from pss import violations
 
-from components.specs.pods import container_security_context, pod_security_context
 from pipelines.cli import main
 from pipelines.staging import KATIB_INJECTION_LABEL
 
@@ -223,9 +223,18 @@ def test_apply_stages_the_data_with_a_restricted_pod_first(katib_run, capsys):
     (pod,) = katib_run.core.created_pods
     assert katib_run.core.deleted_pods == [("team-a", pod["metadata"]["name"])]
     spec = pod["spec"]
-    assert spec["securityContext"] == pod_security_context()
+    assert violations(spec) == []  # the restricted profile, as tests/pss.py writes it out
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "fsGroup": 10001,  # the images' user (images/*.Dockerfile) owns what it writes
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     (container,) = spec["containers"]
-    assert container["securityContext"] == container_security_context()
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+    }
     assert container["command"][-3:] == ["/kfp-workspace/train/data", "2000", "10000"]
     assert spec["volumes"] == [
         {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "fmnist-workspace"}}

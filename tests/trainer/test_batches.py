@@ -3,18 +3,43 @@
 import torch
 from torch.utils.data import DistributedSampler
 
-from trainer import batches
+from trainer import batches, train
+from trainer.config import TrainConfig
+from trainer.data import load_packed
+from trainer.distributed import Context
 
 
-def test_shards_of_all_ranks_cover_the_data_once_per_epoch():
-    seen = []
-    for rank in range(3):
-        sampler = DistributedSampler(range(10), num_replicas=3, rank=rank, seed=1)
-        sampler.set_epoch(4)
-        seen += list(sampler)
-    assert set(seen) == set(range(10)) and len(seen) == 12  # padded to 4 per rank
-    sampler.set_epoch(5)
-    assert list(sampler) != seen[8:]
+class RecordingStep:
+    """Stands in for the training step: records the example indices it is given."""
+
+    def __init__(self):
+        self.loss_sum, self.seen = torch.zeros(()), []
+
+    def __call__(self, index, flips):
+        self.seen += index.tolist()
+
+
+def test_shards_of_all_ranks_cover_the_data_once_per_epoch(packed_small, monkeypatch):
+    """What each rank of a 3-process job trains on, through the Trainer's own epoch loop."""
+    monkeypatch.setattr(train, "DistributedDataParallel", lambda model: model)  # no group
+    data = load_packed(packed_small)
+    config = TrainConfig(train_limit=10, test_limit=9, batch_size=3, augment=False)
+
+    def shards(epoch: int) -> list[list[int]]:
+        seen = []
+        for rank in range(3):
+            trainer = train.Trainer(config, data, Context(rank, rank, 3, torch.device("cpu")))
+            trainer.step = RecordingStep()
+            trainer.run_epoch(epoch)
+            seen.append(trainer.step.seen)
+        return seen
+
+    epoch_4, epoch_5 = shards(4), shards(5)
+    for epoch in (epoch_4, epoch_5):
+        assert [len(shard) for shard in epoch] == [4, 4, 4]  # 10 examples padded to 12
+        assert sorted(set(sum(epoch, []))) == list(range(10))  # every example, every epoch
+    assert epoch_4 != epoch_5  # reshuffled
+    assert shards(4) == epoch_4  # the same seed, the same plan (a resumed job continues it)
 
 
 def test_batch_arithmetic():
