@@ -78,8 +78,18 @@ def test_the_kserve_naming_comes_from_the_served_schema(fake_k8s, crd_schemas_at
 
 
 def test_a_missing_schema_is_a_clear_error(fake_k8s):
-    with pytest.raises(Exception, match="NotFound|publishes no schema"):
+    # Trainer's group is served, but its OpenAPI document has no TrainJob in it.
+    fake_k8s.serve_schema(TRAINER, "ClusterTrainingRuntime", {"type": "object"})
+    with pytest.raises(ClusterMismatch) as error:
         trainjob_generation(KubeClient.connect())
+    assert str(error.value) == "the API server publishes no schema for TrainJob"
+    spec = {"type": "object", "properties": {"runtimeRef": {"type": "object"}}}
+    fake_k8s.serve_schema(TRAINER, "TrainJob", {"type": "object", "properties": {"spec": spec}})
+    with pytest.raises(ClusterMismatch) as error:
+        trainjob_generation(KubeClient.connect())
+    assert str(error.value) == (
+        "the served TrainJob schema has neither runtimePatches nor podTemplateOverrides"
+    )
 
 
 @pytest.mark.parametrize(

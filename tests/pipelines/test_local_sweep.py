@@ -6,9 +6,9 @@ process) with a stand-in trainer that prints the metric line for the lr it was g
 ``test_sweep.py`` runs the real one on a 2x2 grid.
 """
 
+import itertools
 import subprocess
 import threading
-import time
 
 import pytest
 
@@ -117,7 +117,10 @@ def test_trial_command_is_torchrun_with_the_trial_values():
 
 @pytest.fixture
 def fake_trainer(monkeypatch):
-    """``subprocess.run`` for trial commands: accuracy = 0.5 + lr, or a scripted failure."""
+    """``subprocess.run`` for trial commands: accuracy = 0.5 + lr, or a scripted failure.
+
+    Set ``state["meet"]`` to a ``threading.Barrier``: each trial then waits there for another.
+    """
     state = {"running": 0, "peak": 0, "commands": [], "fail": set(), "silent": set()}
     lock = threading.Lock()
 
@@ -127,7 +130,8 @@ def fake_trainer(monkeypatch):
             state["running"] += 1
             state["peak"] = max(state["peak"], state["running"])
             state["commands"].append(command)
-        time.sleep(0.05)
+        if state.get("meet"):
+            state["meet"].wait()  # returns only once two trials run at the same time
         with lock:
             state["running"] -= 1
         if lr in state["fail"]:
@@ -141,9 +145,12 @@ def fake_trainer(monkeypatch):
 
 def test_runs_every_trial_with_bounded_parallelism_and_ranks_them(fake_trainer, tmp_path):
     sweep = grid(lr_min=0.01, lr_max=0.07, lr_step=0.02, epochs_max=1, max_trials=4)
+    fake_trainer["meet"] = threading.Barrier(2, timeout=30)  # trials meet in pairs
     seen = []
     result = run_sweep(sweep, BASE, tmp_path, on_trial=lambda t: seen.append((t.name, t.status)))
     assert fake_trainer["peak"] == 2
+    in_flight = itertools.accumulate(1 if status == "Running" else -1 for _, status in seen)
+    assert max(in_flight) == 2  # never more started than parallel_trials before one ended
     assert [trial.status for trial in result.trials] == ["Succeeded"] * 4
     assert (result.status, result.reason) == ("Succeeded", "max trial count reached")
     assert result.best.name == "trial-4" and result.best.assignment == {"lr": 0.07, "epochs": 1}

@@ -4,6 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from trainer import metrics
 from trainer.metrics import (
     ZERO_TIME,
     Observation,
@@ -23,9 +24,21 @@ def test_metric_line_is_a_utc_timestamp_then_the_exact_body():
     assert format_metric_line(0.90391, 0.27555, NOON) == f"2026-11-30T12:00:00.120034Z {BODY}"
     berlin = NOON.astimezone(timezone(timedelta(hours=1)))
     assert format_metric_line(0.90391, 0.27555, berlin).startswith("2026-11-30T12:00:00.120034Z ")
-    stamp, body = format_metric_line(0.90391, 0.27555).split(" ", 1)
-    assert body == BODY
-    assert abs(observation_time(stamp + " x") - datetime.now(timezone.utc)) < timedelta(minutes=1)
+
+
+class NoonClock(datetime):
+    """``datetime`` whose ``now`` is NOON (in the zone asked for, naive local without one)."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return NOON.astimezone(tz) if tz else NOON.astimezone().replace(tzinfo=None)
+
+
+def test_a_metric_line_without_a_time_given_carries_the_clocks(monkeypatch):
+    monkeypatch.setattr(metrics, "datetime", NoonClock)
+    line = format_metric_line(0.90391, 0.27555)
+    assert line == f"2026-11-30T12:00:00.120034Z {BODY}"
+    assert observation_time(line) == NOON
 
 
 def test_parser_reads_every_match_of_wanted_metrics_only():
