@@ -67,6 +67,15 @@ VARIANTS = {
     "multi-process": {"nproc_per_node": 4, "workers": 1, "shm_size": "2Gi"},
     "priority": {"priority_class": "fmnist-production", "queue_name": "team-a"},
 }
+CPU_NODE = {"cpu": "2", "memory": "4Gi"}
+# Each variant's per-node limits, written out: GPUs under the resource name the user gave.
+LIMITS = {
+    "cpu": CPU_NODE,
+    "gpus": {**CPU_NODE, "nvidia.com/gpu": "2"},
+    "mig": {**CPU_NODE, "nvidia.com/mig-1g.10gb": "1"},
+    "multi-process": CPU_NODE,
+    "priority": CPU_NODE,
+}
 
 
 def test_trainer_flags_render_every_set_flag_in_order():
@@ -170,10 +179,8 @@ def test_pytorchjob_variants_are_valid_restricted_and_sized(variant, validate_cr
     )
     for pod in pod_specs(built):
         assert violations(pod) == []
-        limits = pod["containers"][0]["resources"]["limits"]
-        assert limits.get(job.gpu_resource) == (
-            str(job.gpus_per_worker) if job.gpus_per_worker else None
-        )
+        resources = pod["containers"][0]["resources"]
+        assert resources == {"requests": CPU_NODE, "limits": LIMITS[variant]}
         has_shm = {
             "name": "dshm",
             "emptyDir": {"medium": "Memory", "sizeLimit": job.shm_size},
@@ -194,6 +201,7 @@ def test_trainjob_v2_3_variants_are_valid_restricted_and_sized(variant, validate
     trainer = built["spec"]["trainer"]
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (job.workers, job.nproc_per_node)
     assert trainer["command"] == ["torchrun", "-m", "trainer"] and trainer["args"] == ARGS
+    assert trainer["resourcesPerNode"] == {"requests": CPU_NODE, "limits": LIMITS[variant]}
     assert built["spec"]["activeDeadlineSeconds"] == job.timeout_seconds
     assert built["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == job.queue
     (pod,) = pod_specs(built)
@@ -218,6 +226,8 @@ def test_trainjob_v2_1_variants_are_valid_for_kubeflow_1_11(variant, validate_cr
         name="j", namespace="n", job=job, args=ARGS, placement=WORKSPACE, generation="v2.1"
     )
     validate_crd_at("trainer", "v2.1.0")(built)
+    resources = built["spec"]["trainer"]["resourcesPerNode"]
+    assert resources == {"requests": CPU_NODE, "limits": LIMITS[variant]}
     (override,) = built["spec"]["podTemplateOverrides"]
     assert override["targetJobs"] == [{"name": "node"}]
     assert override["spec"]["volumes"][0] == WORKSPACE.volumes[0]
@@ -329,6 +339,31 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
     validate_crd(built)
     validate_crd_at("kserve", "v0.15.2")(built)
     assert violations(built["spec"]["predictor"]) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "limits"),
+    [
+        ({}, {"cpu": "1", "memory": "2Gi"}),
+        ({"serving_gpus": 2}, {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "2"}),
+        (
+            {"serving_gpus": 1, "serving_gpu_resource": "nvidia.com/mig-1g.10gb"},
+            {"cpu": "1", "memory": "2Gi", "nvidia.com/mig-1g.10gb": "1"},
+        ),
+        (
+            {"serving_gpus": 1, "serving_gpu_resource": "amd.com/gpu"},
+            {"cpu": "1", "memory": "2Gi", "amd.com/gpu": "1"},
+        ),
+    ],
+    ids=["cpu", "gpus", "mig", "amd"],
+)
+def test_the_predictor_asks_for_the_serving_gpu_resource(changes, limits, validate_crd):
+    built = inference_service(
+        serving=Serving(**changes), namespace="team-a", uri="pvc://m/x", mode_annotation="Standard"
+    )
+    validate_crd(built)
+    (container,) = built["spec"]["predictor"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": limits}
 
 
 def test_karmada_policy_selects_both_job_kinds_of_the_queue(validate_crd):

@@ -215,6 +215,37 @@ def test_trials_are_trainjobs_where_the_cluster_serves_only_trainjobs(
     assert "--lr=0.01" in trial_job["spec"]["trainer"]["args"]
 
 
+MIG_NODE = {
+    "requests": {"cpu": "2", "memory": "4Gi"},
+    "limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/mig-1g.10gb": "1"},
+}
+
+
+@pytest.mark.parametrize("trainer", [None, "v2.3.0", "v2.1.0"], ids=["pytorchjob", "v2.3", "v2.1"])
+def test_trials_ask_for_the_gpu_resource_of_the_job(
+    step, fake_k8s, crd_schemas_at, validate_katib_experiment, trainer
+):
+    """Each trial's pods get the MIG slice the job names, whatever job kind Katib runs."""
+    if trainer:
+        fake_k8s.served = {"trainer.kubeflow.org/v1alpha1": ["trainjobs"]}
+        schemas = crd_schemas_at("trainer", trainer)
+        schema = schemas[("trainer.kubeflow.org/v1alpha1", "TrainJob")]
+        fake_k8s.serve_schema("trainer.kubeflow.org/v1alpha1", "TrainJob", schema)
+    fake_k8s.custom.statuses["experiments"] = [SUCCEEDED]
+    step(gpus_per_worker=1, gpu_resource="nvidia.com/mig-1g.10gb")
+    (experiment,) = fake_k8s.custom.created("experiments")
+    trial_spec = experiment["spec"]["trialTemplate"]["trialSpec"]
+    if trainer:
+        assert trial_spec["spec"]["trainer"]["resourcesPerNode"] == MIG_NODE
+        return
+    validate_katib_experiment(experiment)
+    replicas = trial_spec["spec"]["pytorchReplicaSpecs"]
+    assert sorted(replicas) == ["Master", "Worker"]
+    for replica in replicas.values():
+        assert replica["template"]["spec"]["containers"][0]["resources"] == MIG_NODE
+    assert trial_spec["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "fmnist-mig"
+
+
 def test_searched_momentum_is_an_output(step, fake_k8s):
     best = {
         **SUCCEEDED["currentOptimalTrial"],
