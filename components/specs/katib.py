@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from components.specs.kinds import EXPERIMENT, JobKind
 from components.specs.pods import TrainerFlags
-from components.specs.sweep import SEEDED_ALGORITHMS, TRIAL_PARAMETER_NAMES, Sweep
+from components.specs.sweep import TRIAL_PARAMETER_NAMES, Sweep
 from trainer.metrics import KATIB_METRICS_FILTER
 
 TRIAL_NAME_PARAMETER = "trialName"  # ${trialSpec.Name}: keeps each trial's files apart
@@ -118,9 +118,9 @@ def objective(sweep: Sweep) -> dict:
 
 
 def algorithm(sweep: Sweep) -> dict:
-    """``spec.algorithm``, with ``random_state`` when seeded and the algorithm takes it."""
+    """``spec.algorithm``, with ``random_state`` when seeded (``Sweep`` allows it only there)."""
     spec = {"algorithmName": sweep.algorithm}
-    if sweep.seed is not None and sweep.algorithm in SEEDED_ALGORITHMS:
+    if sweep.seed is not None:
         spec["algorithmSettings"] = [{"name": "random_state", "value": str(sweep.seed)}]
     return spec
 

@@ -13,11 +13,20 @@ parameter's name, default, range and help are written once, here. A bad value ra
 
 from __future__ import annotations
 
+import math
 import re
 import typing
 from dataclasses import asdict, dataclass, field, fields
 
 from components.images import default_image
+from components.specs.names import (
+    is_dns1035_label,
+    is_dns_label,
+    is_dns_subdomain,
+    is_image,
+    is_quantity,
+    is_resource_name,
+)
 from serving.defaults import MODEL_NAME
 from trainer.config import OPTIMIZERS, TrainConfig
 
@@ -32,17 +41,9 @@ CPU_QUEUE, GPU_QUEUE, MIG_QUEUE = "fmnist-cpu", "fmnist-gpu", "fmnist-mig"
 MAX_MODEL_NAME = 45
 _TRAIN = TrainConfig()
 
-# An extended resource name: a DNS-subdomain prefix, "/", and a name (e.g. nvidia.com/gpu).
-_RESOURCE_NAME = re.compile(
-    r"^(?=.{1,253}/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+"
-    r"/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
 _MIG_PROFILE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")
-_QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(
-    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
+QUANTITY = "a Kubernetes quantity > 0 such as 2, 500m or 4Gi"
+IMAGE = "an image reference such as ghcr.io/org/name:tag"
 
 
 class ParamError(ValueError):
@@ -64,9 +65,12 @@ def require(ok: bool, name: str, allowed: str, value: object) -> None:
         raise ParamError(name, allowed, value)
 
 
-def require_match(pattern: re.Pattern, name: str, allowed: str, value: str) -> None:
-    """Raise ``ParamError`` unless ``value`` matches ``pattern``."""
-    require(isinstance(value, str) and bool(pattern.match(value)), name, allowed, value)
+def require_number(value: object, name: str, allowed: str, ok) -> None:
+    """Raise ``ParamError`` unless ``value`` is a finite number for which ``ok(value)`` holds."""
+    finite = (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    )
+    require(finite and ok(value), name, allowed, value)
 
 
 def is_mig_profile(resource: str) -> bool:
@@ -156,39 +160,42 @@ class TrainingJob(ParameterSet):
         for name in ("epochs", "batch_size", "workers", "nproc_per_node", "timeout_seconds"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
-        require(self.lr > 0, "lr", "a number > 0", self.lr)
-        require(0 <= self.momentum < 1, "momentum", "in [0, 1)", self.momentum)
+        require_number(self.lr, "lr", "a finite number > 0", lambda lr: lr > 0)
+        require_number(self.momentum, "momentum", "in [0, 1)", lambda beta: 0 <= beta < 1)
         require(self.optimizer in OPTIMIZERS, "optimizer", _one_of(OPTIMIZERS), self.optimizer)
 
     def _check_size(self) -> None:
         gpus = self.gpus_per_worker
         require(isinstance(gpus, int) and gpus >= 0, "gpus_per_worker", "an integer >= 0", gpus)
         resource_name = "an extended resource name such as nvidia.com/gpu"
-        require_match(_RESOURCE_NAME, "gpu_resource", resource_name, self.gpu_resource)
+        require(
+            is_resource_name(self.gpu_resource), "gpu_resource", resource_name, self.gpu_resource
+        )
         if gpus and is_mig_profile(self.gpu_resource):
             require(gpus == 1, "gpus_per_worker", "1 with a MIG profile (one slice per node)", gpus)
         if gpus:
             per_gpu = f"equal to gpus_per_worker ({gpus}): one process per GPU"
             require(self.nproc_per_node == gpus, "nproc_per_node", per_gpu, self.nproc_per_node)
         for name in ("cpu", "memory", "shm_size"):
-            quantity = "a Kubernetes quantity such as 2, 500m or 4Gi"
-            require_match(_QUANTITY, name, quantity, getattr(self, name))
+            require(is_quantity(getattr(self, name)), name, QUANTITY, getattr(self, name))
 
     def _check_placement(self) -> None:
         queue = self.queue_name
-        require(
-            not queue or bool(_DNS_LABEL.match(queue)), "queue_name", "empty or a DNS label", queue
-        )
-        require(
-            not self.priority_class or bool(_DNS_SUBDOMAIN.match(self.priority_class)),
-            "priority_class",
-            "empty or a lowercase DNS subdomain",
-            self.priority_class,
-        )
+        label = "empty or a lowercase DNS label"
+        require(not queue or is_dns_label(queue), "queue_name", label, queue)
+        # Both become label values on the job (kueue.x-k8s.io/...): at most 63 characters.
+        priority = self.priority_class
+        allowed = "empty or a lowercase DNS subdomain of at most 63 characters"
+        require(not priority or is_dns_subdomain(priority, 63), "priority_class", allowed, priority)
         require(self.job_api in JOB_APIS, "job_api", _one_of(JOB_APIS), self.job_api)
         runtime = "a ClusterTrainingRuntime name (DNS subdomain)"
-        require_match(_DNS_SUBDOMAIN, "trainjob_runtime", runtime, self.trainjob_runtime)
-        require(bool(self.trainer_image.strip()), "trainer_image", "an image", self.trainer_image)
+        require(
+            is_dns_subdomain(self.trainjob_runtime),
+            "trainjob_runtime",
+            runtime,
+            self.trainjob_runtime,
+        )
+        require(is_image(self.trainer_image), "trainer_image", IMAGE, self.trainer_image)
 
     @property
     def processes(self) -> int:
@@ -228,15 +235,14 @@ class Serving(ParameterSet):
     serving_image: str = param(default_image("serving"), "image of the KServe predictor")
 
     def __post_init__(self):
-        gate = self.min_accuracy
-        require(0 <= gate <= 1, "min_accuracy", "in [0, 1]", gate)
-        name = f"a lowercase DNS label of at most {MAX_MODEL_NAME} characters"
-        short = len(self.model_name) <= MAX_MODEL_NAME
-        require(
-            short and bool(_DNS_LABEL.match(self.model_name)), "model_name", name, self.model_name
+        require_number(self.min_accuracy, "min_accuracy", "in [0, 1]", lambda gate: 0 <= gate <= 1)
+        name = (
+            f"a lowercase DNS label of at most {MAX_MODEL_NAME} characters, starting with a letter"
         )
+        model_name = self.model_name
+        require(is_dns1035_label(model_name, MAX_MODEL_NAME), "model_name", name, model_name)
         pvc = "a PVC name (lowercase DNS subdomain)"
-        require_match(_DNS_SUBDOMAIN, "model_pvc", pvc, self.model_pvc)
+        require(is_dns_subdomain(self.model_pvc), "model_pvc", pvc, self.model_pvc)
         modes = ", ".join([*DEPLOYMENT_MODES, *LEGACY_DEPLOYMENT_MODES])
         require(
             self.deployment_mode in modes.split(", "),
@@ -245,11 +251,10 @@ class Serving(ParameterSet):
             self.deployment_mode,
         )
         self._check_replicas()
-        resource_name = "an extended resource name such as nvidia.com/gpu"
-        require_match(
-            _RESOURCE_NAME, "serving_gpu_resource", resource_name, self.serving_gpu_resource
-        )
-        require(bool(self.serving_image.strip()), "serving_image", "an image", self.serving_image)
+        resource = self.serving_gpu_resource
+        allowed = "an extended resource name such as nvidia.com/gpu"
+        require(is_resource_name(resource), "serving_gpu_resource", allowed, resource)
+        require(is_image(self.serving_image), "serving_image", IMAGE, self.serving_image)
 
     def _check_replicas(self) -> None:
         low, high = self.serving_min_replicas, self.serving_max_replicas

@@ -13,6 +13,7 @@ a last point that overshoots max.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -31,8 +32,13 @@ KATIB_ALGORITHMS = (
     "cmaes",
     "sobol",
 )
-# Algorithms whose Katib suggestion service accepts the `random_state` setting.
+# Algorithms whose Katib suggestion service accepts the `random_state` setting. Sobol's
+# takes no setting at all: its sequence is the same on every run (kubeflow/katib v0.19.0
+# pkg/suggestion/v1beta1/goptuna/converter.go, toGoptunaSampler), so a seed is refused.
 SEEDED_ALGORITHMS = ("random", "grid", "bayesianoptimization", "tpe", "multivariate-tpe", "cmaes")
+# Every grid point is a training job; Katib's grid suggestion also lists them all up front.
+# A grid larger than this is a typo in a step (lr_step 1e-7), not a sweep anyone can run.
+MAX_GRID_POINTS = 10_000
 DEFAULT_TRIALS = 12  # trials of a non-grid sweep unless told otherwise
 # Katib parameter name -> the trial parameter name used in ${trialParameters.<name>}.
 TRIAL_PARAMETER_NAMES = {"lr": "learningRate", "epochs": "epochs", "momentum": "momentum"}
@@ -80,26 +86,32 @@ class Sweep(ParameterSet):
             "algorithm",
             f"one of {', '.join(KATIB_ALGORITHMS)}",
         )
-        yield 0 < self.lr_min <= self.lr_max, "lr_min/lr_max", "0 < lr_min <= lr_max"
+        lr_range = _finite(self.lr_max) and 0 < self.lr_min <= self.lr_max
+        yield lr_range, "lr_min/lr_max", "0 < lr_min <= lr_max"
         yield 1 <= self.epochs_min <= self.epochs_max, "epochs_min/epochs_max", "1 <= min <= max"
         both = "momentum_min/momentum_max"
         yield (momentum[0] is None) == (momentum[1] is None), both, "both set or both unset"
         if self.searches_momentum:
             yield 0 <= momentum[0] <= momentum[1] < 1, both, "0 <= min <= max < 1"
         for name in ("lr_step", "epochs_step", "momentum_step"):
-            yield getattr(self, name) is None or getattr(self, name) > 0, name, "a number > 0"
+            step = getattr(self, name)
+            yield step is None or (_finite(step) and step > 0), name, "a finite number > 0"
         yield self.max_trials >= 1, "max_trials", "an integer >= 1"
         limit = f"max_trials ({self.max_trials})"
         yield 1 <= self.parallel_trials <= self.max_trials, "parallel_trials", f"1..{limit}"
         yield 0 <= self.max_failed_trials <= self.max_trials, "max_failed_trials", f"0..{limit}"
         yield self.goal is None or 0 < self.goal <= 1, "goal", "an accuracy in (0, 1]"
         yield self.seed is None or self.seed >= 0, "seed", "an integer >= 0"
+        seedable = f"unset with algorithm {self.algorithm} (it takes no random_state)"
+        yield self.seed is None or self.algorithm in SEEDED_ALGORITHMS, "seed", seedable
         yield self.sweep_timeout_seconds >= 1, "sweep_timeout_seconds", "an integer >= 1"
         if self.algorithm == "grid":
             yield self.lr_step is not None, "lr_step", "set for the grid algorithm"
             if self.searches_momentum:
                 yield self.momentum_step is not None, "momentum_step", "set for grid"
             size = grid_size(self)
+            bounded = f"a grid of at most {MAX_GRID_POINTS} points (the steps make {size})"
+            yield size <= MAX_GRID_POINTS, "lr_step/epochs_step/momentum_step", bounded
             yield self.max_trials <= size, "max_trials", f"<= the grid's {size} points for grid"
 
     def _default_trials(self) -> int:
@@ -126,6 +138,10 @@ class Sweep(ParameterSet):
         return tuple(getattr(self, f"{name}_{part}") for part in ("min", "max", "step"))
 
 
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _values(sweep: Sweep, name: str):
     names = name.split("/")
     values = tuple(getattr(sweep, part) for part in names)
@@ -145,9 +161,23 @@ def parameter_values(sweep: Sweep, name: str) -> list[float] | list[int]:
     return [float(f"{value:.10g}") for value in values]
 
 
+def _axis_size(sweep: Sweep, name: str) -> int:
+    """How many values ``parameter_values`` gives, counted without listing them."""
+    low, high, step = sweep.bounds(name)
+    if name == "epochs":
+        return len(range(int(low), int(high) + 1, int(step or 1)))
+    if step is None:
+        raise ValueError(f"{name}_step must be set for the grid algorithm")
+    low, high, step = float(low), float(high), float(step)
+    # numpy.arange's length, and its last value (it steps by the first two values' distance).
+    count = max(0, math.ceil((high + step - low) / step))
+    last = low + (count - 1) * ((low + step) - low)
+    return count - 1 if count and last > high else count
+
+
 def grid_size(sweep: Sweep) -> int:
     """How many points the grid has."""
-    return int(np.prod([len(parameter_values(sweep, name)) for name in sweep.parameter_names]))
+    return math.prod(_axis_size(sweep, name) for name in sweep.parameter_names)
 
 
 def grid_points(sweep: Sweep) -> list[dict[str, float | int]]:

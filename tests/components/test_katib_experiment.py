@@ -157,14 +157,14 @@ def test_conditions_are_katibs_defaults_for_kubeflow_jobs():
             ],
         ),
         (Sweep(algorithm="tpe"), {"algorithmName": "tpe"}, None),
-        (Sweep(algorithm="sobol", seed=1), {"algorithmName": "sobol"}, None),
+        (Sweep(algorithm="sobol"), {"algorithmName": "sobol"}, None),
         (
             Sweep(algorithm="bayesianoptimization", seed=2),
             seeded("bayesianoptimization", 2),
             None,
         ),
     ],
-    ids=["grid", "random-momentum-goal", "tpe", "sobol-has-no-seed-setting", "bayesian"],
+    ids=["grid", "random-momentum-goal", "tpe", "sobol-unseeded", "bayesian"],
 )
 def test_variants_are_valid(validate_katib_experiment, sweep, algorithm, parameters):
     experiment = build(sweep)

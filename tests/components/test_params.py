@@ -2,6 +2,14 @@
 
 import pytest
 
+from components.specs.names import (
+    is_dns1035_label,
+    is_dns_label,
+    is_dns_subdomain,
+    is_image,
+    is_quantity,
+    is_resource_name,
+)
 from components.specs.params import (
     DataSlice,
     ParamError,
@@ -9,6 +17,13 @@ from components.specs.params import (
     TrainingJob,
     check_target,
     is_mig_profile,
+)
+from components.specs.sweep import (
+    MAX_GRID_POINTS,
+    SEEDED_ALGORITHMS,
+    Sweep,
+    grid_points,
+    grid_size,
 )
 from components.steps.validate import validate_serving, validate_training
 from trainer.config import TrainConfig
@@ -44,7 +59,10 @@ def test_queue_follows_the_gpus_and_shm_the_processes(changes, queue, shm):
     [
         (TrainingJob, dict(epochs=0), "epochs", "an integer >= 1"),
         (TrainingJob, dict(batch_size=-8), "batch_size", "an integer >= 1"),
-        (TrainingJob, dict(lr=0.0), "lr", "a number > 0"),
+        (TrainingJob, dict(lr=0.0), "lr", "a finite number > 0"),
+        (TrainingJob, dict(lr=float("inf")), "lr", "a finite number > 0"),
+        (TrainingJob, dict(lr=float("nan")), "lr", "a finite number > 0"),
+        (TrainingJob, dict(momentum=float("nan")), "momentum", "in [0, 1)"),
         (TrainingJob, dict(momentum=1.0), "momentum", "in [0, 1)"),
         (TrainingJob, dict(optimizer="lbfgs"), "optimizer", "one of sgd, adamw"),
         (TrainingJob, dict(workers=0), "workers", "an integer >= 1"),
@@ -66,12 +84,18 @@ def test_queue_follows_the_gpus_and_shm_the_processes(changes, queue, shm):
         (TrainingJob, dict(cpu="two"), "cpu", "a Kubernetes quantity"),
         (TrainingJob, dict(memory="4 GB"), "memory", "a Kubernetes quantity"),
         (TrainingJob, dict(shm_size="lots"), "shm_size", "a Kubernetes quantity"),
-        (TrainingJob, dict(queue_name="Team_A"), "queue_name", "empty or a DNS label"),
+        (TrainingJob, dict(memory="0"), "memory", "a Kubernetes quantity > 0"),
+        (TrainingJob, dict(cpu="0m"), "cpu", "a Kubernetes quantity > 0"),
+        (TrainingJob, dict(priority_class="p" * 64), "priority_class", "at most 63 characters"),
+        (TrainingJob, dict(queue_name="Team_A"), "queue_name", "empty or a lowercase DNS label"),
         (TrainingJob, dict(priority_class="High!"), "priority_class", "empty or a lowercase"),
         (TrainingJob, dict(timeout_seconds=0), "timeout_seconds", "an integer >= 1"),
         (TrainingJob, dict(job_api="mpijob"), "job_api", "one of auto, pytorchjob, trainjob"),
         (TrainingJob, dict(trainjob_runtime="Torch"), "trainjob_runtime", "a ClusterTraining"),
-        (TrainingJob, dict(trainer_image=" "), "trainer_image", "an image"),
+        (TrainingJob, dict(trainer_image=" "), "trainer_image", "an image reference"),
+        (TrainingJob, dict(trainer_image="bad image!!"), "trainer_image", "an image reference"),
+        (Serving, dict(serving_image="ghcr.io/Team/x:1"), "serving_image", "an image reference"),
+        (Serving, dict(model_name="1model"), "model_name", "starting with a letter"),
         (Serving, dict(min_accuracy=1.5), "min_accuracy", "in [0, 1]"),
         (Serving, dict(min_accuracy=-0.1), "min_accuracy", "in [0, 1]"),
         (Serving, dict(model_name="Fashion_MNIST"), "model_name", "a lowercase DNS label"),
@@ -106,6 +130,9 @@ def test_bad_values_name_the_parameter_and_its_range(cls, changes, name, allowed
         (TrainingJob, dict(gpus_per_worker=1, gpu_resource="nvidia.com/mig-1g.10gb")),
         (TrainingJob, dict(gpus_per_worker=8, nproc_per_node=8, gpu_resource="amd.com/gpu")),
         (TrainingJob, dict(cpu="500m", memory="512Mi", priority_class="batch-low")),
+        (TrainingJob, dict(cpu="1.5", memory="0.5Gi", shm_size=".5Gi")),
+        (TrainingJob, dict(trainer_image="localhost:5000/team/trainer@sha256:" + "a" * 64)),
+        (TrainingJob, dict(trainer_image="registry.example.com:8443/a/b-c/d__e:v1.2_rc-3")),
         (TrainingJob, dict(job_api="trainjob", trainjob_runtime="fmnist-torch-distributed")),
         (Serving, dict(deployment_mode="Knative", serving_min_replicas=0)),
         (Serving, dict(deployment_mode="Serverless", serving_min_replicas=0)),
@@ -193,3 +220,69 @@ def test_validate_serving_refuses_a_control_plane_namespace(fake_k8s, monkeypatc
         validate_serving.python_func(target="cluster", **Serving().to_dict())
     fake_k8s.core.namespace_labels["kubeflow"] = {"kubernetes.io/metadata.name": "kubeflow"}
     assert validate_serving.python_func(target="cluster", **Serving().to_dict())["model_name"]
+
+
+@pytest.mark.parametrize(
+    ("check", "good", "bad"),
+    [
+        (is_dns_label, ["team-a", "0a", "a" * 63], ["Team_A", "-a", "a-", "a.b", "a" * 64, ""]),
+        (is_dns1035_label, ["fmnist-train", "a" * 63], ["0a", "My_Job", "a" * 64, "a.b"]),
+        (is_dns_subdomain, ["nfs-rwx", "a.b-c.d", "a" * 253], ["Fast_SSD", "a..b", "a" * 254]),
+        (is_quantity, ["2", "500m", "1.5", ".5", "4Gi"], ["0", "0m", "-1", "1e3", "4 G"]),
+        (is_resource_name, ["nvidia.com/gpu", "amd.com/gpu"], ["gpu", "nvidia.com/", "Nvidia/x"]),
+        (
+            is_image,
+            ["python", "ghcr.io/fmnist-pipeline/trainer:0.1.0", "localhost:5000/a_b/c.d:t"],
+            ["bad image!!", "Upper/x", "x:", "x@sha256:abc", ":tag", "a" * 256, ""],
+        ),
+    ],
+)
+def test_kubernetes_names_quantities_and_images_follow_kubernetes_rules(check, good, bad):
+    assert [text for text in good if not check(text)] == []
+    assert [text for text in bad if check(text)] == []
+
+
+@pytest.mark.parametrize(
+    ("lr", "epochs", "momentum"),
+    [
+        ((0.001, 0.003, 0.002), (1, 2, None), None),
+        ((0.1, 0.3, 0.1), (2, 8, 3), None),  # 0.1 + 2 * 0.1 overshoots 0.3 in floating point
+        ((0.0005, 0.005, 0.0005), (2, 8, None), (0.5, 0.95, 0.15)),
+        ((0.01, 0.01, 1.0), (5, 5, None), (0.9, 0.9, 0.1)),
+    ],
+)
+def test_grid_size_counts_the_points_katib_lists(lr, epochs, momentum):
+    bounds = dict(lr_min=lr[0], lr_max=lr[1], lr_step=lr[2])
+    bounds.update(epochs_min=epochs[0], epochs_max=epochs[1], epochs_step=epochs[2])
+    if momentum:
+        bounds.update(momentum_min=momentum[0], momentum_max=momentum[1], momentum_step=momentum[2])
+    sweep = Sweep(algorithm="grid", **bounds)
+    assert grid_size(sweep) == len(grid_points(sweep)) == sweep.max_trials
+
+
+def test_a_grid_of_millions_of_trials_is_refused_at_once():
+    with pytest.raises(ParamError) as error:
+        Sweep(algorithm="grid", lr_min=0.00001, lr_max=1, lr_step=0.0000001)
+    assert error.value.name == "lr_step/epochs_step/momentum_step"
+    assert f"at most {MAX_GRID_POINTS} points (the steps make 69999307)" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "name", "allowed"),
+    [
+        (dict(algorithm="sobol", seed=1), "seed", "unset with algorithm sobol"),
+        (dict(lr_max=float("inf")), "lr_min/lr_max", "0 < lr_min <= lr_max"),
+        (dict(lr_min=float("nan")), "lr_min/lr_max", "0 < lr_min <= lr_max"),
+        (dict(algorithm="grid", lr_step=float("inf")), "lr_step", "a finite number > 0"),
+    ],
+)
+def test_bad_sweeps_name_the_field(changes, name, allowed):
+    with pytest.raises(ParamError) as error:
+        Sweep(**changes)
+    assert (error.value.name, error.value.allowed[: len(allowed)]) == (name, allowed)
+
+
+@pytest.mark.parametrize("algorithm", SEEDED_ALGORITHMS)
+def test_every_seeded_algorithm_keeps_its_seed(algorithm):
+    extra = dict(lr_step=0.0005) if algorithm == "grid" else {}
+    assert Sweep(algorithm=algorithm, seed=7, **extra).seed == 7

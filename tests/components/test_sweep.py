@@ -20,7 +20,7 @@ def test_defaults_are_valid_and_search_lr_and_epochs():
         ({"epochs_min": 0}, "epochs_min/epochs_max"),
         ({"momentum_min": 0.5}, "momentum_min/momentum_max must be both set or both unset"),
         ({"momentum_min": 0.5, "momentum_max": 1.0}, "0 <= min <= max < 1"),
-        ({"lr_step": 0.0}, "lr_step must be a number > 0"),
+        ({"lr_step": 0.0}, "lr_step must be a finite number > 0"),
         ({"max_trials": 0}, "max_trials must be an integer >= 1"),
         ({"max_trials": 2, "parallel_trials": 3}, r"parallel_trials must be 1..max_trials \(2\)"),
         ({"max_failed_trials": 13}, r"max_failed_trials must be 0..max_trials \(12\)"),
