@@ -72,5 +72,10 @@ def set_from_args(args: argparse.Namespace, parameter_set, **overrides):
     try:
         return parameter_set(**{**values, **overrides})
     except ParamError as exc:
-        names = " / ".join(flag(name) for name in exc.name.split("/"))
-        raise UsageError(f"{names} must be {exc.allowed}, got {exc.value!r}") from None
+        raise usage_error(exc) from None
+
+
+def usage_error(exc: ParamError, spelling=flag) -> UsageError:
+    """The error of a bad value, naming the field(s) as the user gave them (``spelling``)."""
+    names = " / ".join(spelling(name) for name in exc.name.split("/"))
+    return UsageError(f"{names} must be {exc.allowed}, got {exc.value!r}")

@@ -10,12 +10,13 @@ before 2.15 the ``pvc`` variant creates and deletes a PVC of its own (kfp-kubern
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from kfp import dsl
 
 from components.images import Images, default_image
+from components.specs.names import is_dns_subdomain, is_quantity
+from components.specs.params import QUANTITY, require
 
 VARIANTS = {"workspace": "KFP >= 2.15: the run's workspace", "pvc": "KFP 2.2-2.14: a PVC per run"}
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
@@ -25,8 +26,6 @@ PVC_NEEDS_CLASS = (
     "the pvc variant (Kubeflow Pipelines 2.2-2.14) needs --workspace-storage-class: those "
     "backends create the PVC with the class named, or with 'standard' when none is"
 )
-_QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -40,12 +39,18 @@ class Workspace:
     access_mode: str = "ReadWriteMany"
 
     def __post_init__(self):
-        if not _QUANTITY.match(self.size):
-            raise ValueError(f"workspace size must be a quantity such as 5Gi, got {self.size!r}")
-        if self.storage_class and not _DNS_SUBDOMAIN.match(self.storage_class):
-            raise ValueError(f"workspace storage class {self.storage_class!r} is not a valid name")
-        if self.access_mode not in ACCESS_MODES:
-            raise ValueError(f"workspace access mode must be one of {', '.join(ACCESS_MODES)}")
+        """Raises ``ParamError`` naming ``workspace_size`` etc. (the flags' names)."""
+        require(is_quantity(self.size), "workspace_size", QUANTITY, self.size)
+        storage_class = self.storage_class
+        allowed = "empty or a lowercase DNS subdomain"
+        require(
+            not storage_class or is_dns_subdomain(storage_class),
+            "workspace_storage_class",
+            allowed,
+            storage_class,
+        )
+        modes = f"one of {', '.join(ACCESS_MODES)}"
+        require(self.access_mode in ACCESS_MODES, "workspace_access_mode", modes, self.access_mode)
 
     def pvc_spec_patch(self) -> dict:
         """The PVC fields KFP's workspace takes from the pipeline."""

@@ -81,17 +81,26 @@ def add_workspace_flags(parser: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace, variant: str):
     """The compile settings of the flags (images resolved now, from flags and environment)."""
     from components.images import Images
+    from components.specs.names import is_image
+    from components.specs.params import IMAGE, ParamError, require
+    from pipelines.flags import usage_error
     from pipelines.settings import CompileSettings, Workspace
 
     chosen = {runtime: getattr(args, f"{runtime}_image", None) for runtime in IMAGE_PARAMETERS}
     chosen["components"] = getattr(args, "components_image", None)
     try:
+        images = Images.resolve(**chosen)
+        for runtime in ("trainer", "serving", "components"):
+            image = getattr(images, runtime)
+            require(is_image(image), f"{runtime}_image", IMAGE, image)
         workspace = Workspace(
             size=args.workspace_size,
             storage_class=args.workspace_storage_class,
             access_mode=args.workspace_access_mode,
         )
-        return CompileSettings(Images.resolve(**chosen), workspace, variant)
+        return CompileSettings(images, workspace, variant)
+    except ParamError as exc:
+        raise usage_error(exc) from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -104,13 +113,25 @@ def compile_command(args: argparse.Namespace) -> int:
             f"unknown pipeline(s) {', '.join(unknown)}; choose from {', '.join(PIPELINES)}"
         )
     skip_pvc = not args.variant and not args.workspace_storage_class
-    for variant in args.variant or (["workspace"] if skip_pvc else list(VARIANTS)):
-        settings = settings_from_args(args, variant)
+    variants = args.variant or (["workspace"] if skip_pvc else list(VARIANTS))
+    chosen = [settings_from_args(args, variant) for variant in variants]  # all checked first
+    check_out_dir(args.out_dir)
+    for settings in chosen:
         for name in args.pipelines or PIPELINES:
             print(compile_pipeline(name, args.out_dir, settings))
     if skip_pvc:
         print(f"fmnist compile: skipped the pvc variant: {PVC_NEEDS_CLASS}", file=sys.stderr)
     return 0
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """``--out-dir`` is a directory, or can be made one; else a usage error naming it."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"--out-dir {out_dir} is not a directory") from None
+    except OSError as exc:
+        raise UsageError(f"--out-dir {out_dir}: {exc.strerror}") from None
 
 
 def compile_pipeline(name: str, out_dir: Path, settings) -> Path:

@@ -128,8 +128,10 @@ def test_workspace_flags_shape_both_variants(tmp_path):
     [
         (["nope"], "unknown pipeline(s) nope; choose from fashion-mnist, fashion-mnist-tune"),
         (["--trainer-image", " "], "the trainer image must not be empty"),
-        (["--workspace-size", "lots"], "workspace size must be a quantity such as 5Gi"),
-        (["--workspace-storage-class", "Fast_Class"], "'Fast_Class' is not a valid name"),
+        (["--workspace-size", "lots"], "--workspace-size must be a Kubernetes quantity > 0"),
+        (["--workspace-size", "0"], "--workspace-size must be a Kubernetes quantity > 0"),
+        (["--trainer-image", "bad image!!"], "--trainer-image must be an image reference"),
+        (["--workspace-storage-class", "Fast_Class"], "--workspace-storage-class must be empty or"),
     ],
 )
 def test_bad_input_is_one_usage_error_line(tmp_path, capsys, flags, message):
@@ -138,3 +140,15 @@ def test_bad_input_is_one_usage_error_line(tmp_path, capsys, flags, message):
     assert out == "" and err.startswith("fmnist compile: error: ")
     assert len(err.splitlines()) == 1 and message in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_an_out_dir_that_is_a_file_is_one_line_and_the_file_stays(tmp_path, capsys, below):
+    taken = tmp_path / "taken"
+    taken.write_text("keep me\n")
+    out_dir = taken / below if below else taken
+    assert main(["compile", "--out-dir", str(out_dir)]) == 2
+    err = capsys.readouterr().err
+    expected = "is not a directory" if not below else "Not a directory"
+    assert err.count("\n") == 1 and f"--out-dir {out_dir}" in err and expected in err
+    assert taken.read_text() == "keep me\n"
