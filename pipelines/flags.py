@@ -13,6 +13,7 @@ import argparse
 import typing
 from dataclasses import MISSING, fields
 
+from components.specs.names import LABEL_MAX, is_dns1035_label, is_dns_label, is_dns_subdomain
 from components.specs.params import ParamError
 from pipelines.cli import UsageError
 
@@ -79,3 +80,35 @@ def usage_error(exc: ParamError, spelling=flag) -> UsageError:
     """The error of a bad value, naming the field(s) as the user gave them (``spelling``)."""
     names = " / ".join(spelling(name) for name in exc.name.split("/"))
     return UsageError(f"{names} must be {exc.allowed}, got {exc.value!r}")
+
+
+# A job's or Experiment's name: its controller names pods, Services and trials after it,
+# adding suffixes (`-worker-3`, `-node-0-0-x7k2p`, Katib's `-<8 letters>`) within 63 characters.
+OBJECT_NAME_MAX = 40
+
+
+def check_object_name(name: str, flag_name: str = "--name") -> str:
+    """A job or Experiment name: a DNS-1035 label of at most ``OBJECT_NAME_MAX`` characters."""
+    if not is_dns1035_label(name, OBJECT_NAME_MAX):
+        raise UsageError(
+            f"{flag_name} must be a lowercase DNS label of at most {OBJECT_NAME_MAX} characters, "
+            f"starting with a letter (the controllers add suffixes to it), got {name!r}"
+        )
+    return name
+
+
+def check_namespace(namespace: str | None) -> str | None:
+    """``--namespace``: unset, or a DNS-1123 label (at most 63 characters)."""
+    if namespace is not None and not is_dns_label(namespace):
+        raise UsageError(
+            f"--namespace must be a lowercase DNS label of at most {LABEL_MAX} characters, "
+            f"got {namespace!r}"
+        )
+    return namespace
+
+
+def check_pvc_name(name: str, flag_name: str) -> str:
+    """A PersistentVolumeClaim's name: a DNS-1123 subdomain."""
+    if not is_dns_subdomain(name):
+        raise UsageError(f"{flag_name} must be a lowercase DNS subdomain, got {name!r}")
+    return name

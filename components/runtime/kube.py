@@ -27,6 +27,7 @@ import json
 import os
 from pathlib import Path
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
@@ -40,6 +41,7 @@ TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 CLIENT_RETRIES = Retry(
     total=4, connect=4, read=2, backoff_factor=0.5, status_forcelist=sorted(TRANSIENT_STATUSES)
 )
+CONNECT_ONCE = CLIENT_RETRIES.new(connect=0)
 
 
 def is_transient(error: BaseException) -> bool:
@@ -47,6 +49,14 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, ApiException):
         return error.status in TRANSIENT_STATUSES or not error.status
     return isinstance(error, (HTTPError, ConnectionError, TimeoutError))
+
+
+def connection_failure(error: HTTPError) -> str:
+    """Where a request could not go and why, e.g. ``https://10.0.0.1:6443: ... refused``."""
+    pool = getattr(error, "pool", None)
+    where = f"{pool.scheme}://{pool.host}:{pool.port}" if pool else "the API server"
+    reason = str(getattr(error, "reason", None) or error)
+    return f"{where}: {reason.rpartition('): ')[2] or reason}"
 
 
 def current_namespace() -> str:
@@ -61,11 +71,24 @@ def current_namespace() -> str:
 
 
 def load_config() -> None:
-    """Credentials: the pod's service account, else the local kubeconfig."""
+    """Credentials: the pod's service account, else the local kubeconfig.
+
+    Raises:
+        config.ConfigException: no credentials, or a kubeconfig that cannot be read (the
+            message names the file and the first line of what is wrong with it).
+    """
     try:
         config.load_incluster_config()
+        return
     except config.ConfigException:
-        config.load_kube_config()
+        pass
+    path = os.environ.get("KUBECONFIG")  # as it is now (the client read it once, at import)
+    try:
+        config.load_kube_config(config_file=path)
+    except (yaml.YAMLError, TypeError, AttributeError, KeyError, ValueError) as exc:
+        where = path or config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise config.ConfigException(f"the kubeconfig {where} is not valid: {reason}") from None
 
 
 class KubeClient:
@@ -76,13 +99,18 @@ class KubeClient:
         self.custom_api = client.CustomObjectsApi(self.api_client)
         self.core_api = client.CoreV1Api(self.api_client)
         self.apps_api = client.AppsV1Api(self.api_client)
+        self.host = getattr(getattr(self.api_client, "configuration", None), "host", "")
 
     @classmethod
-    def connect(cls) -> KubeClient:
-        """A client with in-cluster (or kubeconfig) credentials that retries transient errors."""
+    def connect(cls, retries: Retry = CLIENT_RETRIES) -> KubeClient:
+        """A client with in-cluster (or kubeconfig) credentials that retries transient errors.
+
+        ``host`` is the API server's URL. The commands a user runs pass ``CONNECT_ONCE``: a
+        refused connection is an answer for them, not worth seconds of silent retries.
+        """
         load_config()
         configuration = client.Configuration.get_default_copy()
-        configuration.retries = CLIENT_RETRIES
+        configuration.retries = retries
         return cls(client.ApiClient(configuration))
 
     def create(self, resource: CustomResource, namespace: str, body: dict) -> dict:

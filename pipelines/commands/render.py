@@ -7,18 +7,19 @@ run time is a stand-in: the job name, the run id, and the run's workspace PVC.
 """
 
 import argparse
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from components.specs.names import is_dns_label
 from components.specs.params import Serving, TrainingJob
 from components.specs.sweep import Sweep
-from pipelines.flags import add_set_flags, set_from_args
+from pipelines.flags import add_set_flags, check_namespace, check_object_name, set_from_args
 
 RUN_ID = "RUN-ID"  # stands in for the pipeline run's id
 WORKSPACE_CLAIM = "RUN-NAME-kfp-workspace"  # the PVC KFP creates for a run's workspace
 GENERATIONS = {"v2.1": "v2.1", "v2.2": "v2.2", "v2.3": "v2.2"}  # Trainer version -> spec
+KARMADA_CLUSTER_MAX = 48  # Karmada's limit on a member cluster's name
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,13 @@ def training_job_object(
 
 def _job_kind(api: str) -> Kind:
     def build(args: argparse.Namespace) -> dict:
+        name, namespace = (
+            check_object_name(args.job_name, "--job-name"),
+            check_namespace(args.namespace),
+        )
         job = set_from_args(args, TrainingJob)
         generation = GENERATIONS[getattr(args, "trainer_version", "v2.3")]
-        return training_job_object(job, api, args.job_name, args.namespace, generation)
+        return training_job_object(job, api, name, namespace, generation)
 
     def add_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--job-name", default="fmnist-train", help="metadata.name")
@@ -106,7 +111,8 @@ def _isvc_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _isvc(args: argparse.Namespace) -> dict:
-    return inferenceservice_object(set_from_args(args, Serving), args.namespace, args.legacy)
+    namespace = check_namespace(args.namespace)
+    return inferenceservice_object(set_from_args(args, Serving), namespace, args.legacy)
 
 
 def experiment_for(
@@ -129,10 +135,11 @@ def experiment_for(
 
 
 def _experiment(args: argparse.Namespace) -> dict:
+    name, namespace = check_object_name(args.name), check_namespace(args.namespace)
     job, sweep = set_from_args(args, TrainingJob), set_from_args(args, Sweep)
     api = "trainjob" if job.job_api == "trainjob" else "pytorchjob"
     generation = GENERATIONS[args.trainer_version]
-    return experiment_for(job, sweep, args.name, args.namespace, WORKSPACE_CLAIM, api, generation)
+    return experiment_for(job, sweep, name, namespace, WORKSPACE_CLAIM, api, generation)
 
 
 def _experiment_flags(parser: argparse.ArgumentParser) -> None:
@@ -157,7 +164,7 @@ def karmada_object(args: argparse.Namespace) -> dict:
         raise UsageError(f"--cluster: each member cluster once, got {', '.join(names)}")
     return propagation_policy(
         name=args.policy_name,
-        namespace=args.namespace or "kubeflow",
+        namespace=check_namespace(args.namespace) or "kubeflow",
         queue_name=args.queue_name,
         cluster_weights=dict(args.cluster),
         one_cluster_per_job=args.one_cluster_per_job,
@@ -167,8 +174,9 @@ def karmada_object(args: argparse.Namespace) -> dict:
 def cluster_weight(text: str) -> tuple[str, int]:
     """``NAME=WEIGHT`` (a member cluster and its integer weight >= 1) as a pair."""
     name, sep, weight = text.partition("=")
-    valid_name = re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,46}[a-z0-9])?", name)
-    if not (sep and valid_name and weight.isdigit() and int(weight) >= 1):
+    if not (
+        sep and is_dns_label(name, KARMADA_CLUSTER_MAX) and weight.isdigit() and int(weight) >= 1
+    ):
         raise argparse.ArgumentTypeError(
             f"expected NAME=WEIGHT (NAME a cluster name, WEIGHT an integer >= 1), got {text!r}"
         )

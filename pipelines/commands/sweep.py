@@ -9,7 +9,6 @@ the same flags; each prints the best trial at the end.
 
 import argparse
 import contextlib
-import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +16,13 @@ from pathlib import Path
 from components.specs.params import DataSlice, TrainingJob
 from components.specs.sweep import Sweep
 from pipelines.cli import UsageError
-from pipelines.flags import add_set_flags, set_from_args
+from pipelines.flags import (
+    add_set_flags,
+    check_namespace,
+    check_object_name,
+    check_pvc_name,
+    set_from_args,
+)
 
 DESCRIPTION = """\
 Search learning rate and epochs (and momentum). --render prints the Katib Experiment,
@@ -37,7 +42,6 @@ examples:
   fmnist sweep --apply --namespace team-a --workspace-pvc fmnist-workspace \\
       --gpus-per-worker 1 --nproc-per-node 1 --seed 7
 """
-NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?")  # Katib's rule, with room for trials
 SEARCHED = ("epochs", "lr")  # the sweep's own ranges replace these training job fields
 
 
@@ -110,11 +114,10 @@ def sweep_from_args(args: argparse.Namespace) -> Sweep:
 
 def sweep_command(args: argparse.Namespace) -> int:
     """Check the flags once, then render, apply, or run locally."""
-    if not NAME.fullmatch(args.name):
-        raise UsageError(
-            f"--name must be a lowercase DNS label of at most 40 characters (Katib adds a "
-            f"suffix per trial), got {args.name!r}"
-        )
+    check_object_name(args.name)
+    if args.mode != "local":
+        check_namespace(args.namespace)
+        check_pvc_name(args.workspace_pvc, "--workspace-pvc")
     sweep, job = sweep_from_args(args), set_from_args(args, TrainingJob)
     if args.mode == "local":
         return run_local(sweep, job, set_from_args(args, DataSlice), args)
@@ -135,13 +138,14 @@ def sweep_command(args: argparse.Namespace) -> int:
 def apply(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namespace) -> int:
     """Check the namespace, stage the data, create the Experiment, redraw the trial table."""
     from components.runtime import katib
-    from components.runtime.kube import KubeClient, current_namespace
+    from components.runtime.kube import CONNECT_ONCE, KubeClient, current_namespace
     from components.runtime.launcher import find_target
     from pipelines.commands.render import experiment_for
     from pipelines.staging import check_namespace, stage_on_pvc
 
     with kubernetes_errors():
-        kube = KubeClient.connect()
+        kube = KubeClient.connect(CONNECT_ONCE)
+        print(f"connecting to the Kubernetes API at {kube.host}", flush=True)
         namespace = args.namespace or current_namespace()
         check_namespace(kube, namespace, job.queue, args.workspace_pvc)
         target = find_target(kube, job.job_api)
@@ -169,6 +173,7 @@ def kubernetes_errors():
     from urllib3.exceptions import HTTPError
 
     from components.runtime.discovery import ClusterMismatch
+    from components.runtime.kube import connection_failure
     from components.runtime.objects import NotOurs
     from pipelines.staging import NamespaceNotReady, StagingFailed
 
@@ -177,7 +182,7 @@ def kubernetes_errors():
     except ConfigException as exc:
         raise UsageError(f"no Kubernetes credentials ({exc})") from None
     except HTTPError as exc:
-        raise UsageError(f"cannot reach the Kubernetes API: {exc}") from None
+        raise UsageError(f"cannot reach the Kubernetes API at {connection_failure(exc)}") from None
     except ApiException as exc:
         hint = " (is Katib installed?)" if exc.status == 404 else ""
         raise UsageError(f"the Kubernetes API refused: {exc.status} {exc.reason}{hint}") from None

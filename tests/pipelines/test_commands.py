@@ -181,3 +181,33 @@ def containers(job: dict) -> list[dict]:
         for spec in job["spec"]["pytorchReplicaSpecs"].values()
         for c in spec["template"]["spec"]["containers"]
     ]
+
+
+def test_apply_says_where_it_connects_and_a_refusal_names_the_host(tmp_path, monkeypatch, capsys):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dead\n"
+        "clusters: [{name: dead, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: me, user: {token: t}}]\n"
+        "contexts: [{name: dead, context: {cluster: dead, user: me, namespace: team-a}}]\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    assert cli.main(["sweep", "--apply"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "connecting to the Kubernetes API at https://127.0.0.1:9\n"
+    assert err.startswith(
+        "fmnist sweep: error: cannot reach the Kubernetes API at https://127.0.0.1:9"
+    )
+    assert err.count("\n") == 1 and "Connection refused" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["render", "pytorchjob", "--job-name", "j" * 40, "--namespace", "n" * 63], "j" * 40),
+        (["render", "experiment", "--name", "e" * 40, "--namespace", "team-a"], "e" * 40),
+    ],
+)
+def test_names_at_their_limits_are_rendered(capsys, argv, name):
+    assert cli.main(argv) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["metadata"]["name"] == name
