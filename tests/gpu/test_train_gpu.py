@@ -22,6 +22,7 @@ from trainer.train import Trainer
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible"),
+    pytest.mark.timeout(600),  # ten-epoch runs on the whole split; make test-gpu skips conftest
 ]
 SMALL = ["--train-limit", "4000", "--test-limit", "1000", "--log-interval", "10"]
 

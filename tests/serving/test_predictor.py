@@ -10,6 +10,12 @@ from kserve.protocol.infer_type import InferInput, InferRequest
 
 from serving.predictor import FashionMNISTModel, ServingConfig
 
+# FashionMNIST's labels 0-9, as Zalando's README lists them.
+CLASSES = [
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+]  # fmt: skip
+
 
 @pytest.fixture(scope="module")
 def model(trained_model_dir):
@@ -38,8 +44,12 @@ def test_v1_batch_is_one_forward_pass(model, test_images, offline_probabilities,
     batch = model.preprocess({"instances": test_images[:5].tolist()})
     response = model.predict(batch)
     assert forward_inputs == [(5, 1, 28, 28)]
-    labels = [prediction["label"] for prediction in response["predictions"]]
+    predictions = response["predictions"]
+    probabilities = np.array([prediction["probabilities"] for prediction in predictions])
+    np.testing.assert_allclose(probabilities, offline_probabilities[:5], rtol=1e-5, atol=1e-7)
+    labels = [prediction["label"] for prediction in predictions]
     assert labels == offline_probabilities[:5].argmax(axis=1).tolist()
+    assert [prediction["class_name"] for prediction in predictions] == [CLASSES[i] for i in labels]
 
 
 def test_v2_batch_is_one_forward_pass(model, test_images, offline_probabilities, forward_inputs):
@@ -48,6 +58,10 @@ def test_v2_batch_is_one_forward_pass(model, test_images, offline_probabilities,
     assert forward_inputs == [(7, 1, 28, 28)]
     label = response.get_output_by_name("label")
     assert label.data == offline_probabilities[:7].argmax(axis=1).tolist()
+    probabilities = response.get_output_by_name("probabilities")
+    assert probabilities.shape == [7, 10]
+    got = np.array(probabilities.data).reshape(7, 10)
+    np.testing.assert_allclose(got, offline_probabilities[:7], rtol=1e-5, atol=1e-7)
 
 
 def test_grpc_raw_tensor(model, test_images, offline_probabilities):
@@ -59,8 +73,13 @@ def test_grpc_raw_tensor(model, test_images, offline_probabilities):
     assert response.id == "g-1"
     outputs = {output.name: output for output in response.outputs}
     assert list(outputs["label"].shape) == [3]
-    labels = np.frombuffer(response.raw_output_contents[0], dtype=np.int64)
+    names = [output.name for output in response.outputs]
+    raw = dict(zip(names, response.raw_output_contents, strict=True))
+    labels = np.frombuffer(raw["label"], dtype=np.int64)
     assert labels.tolist() == offline_probabilities[:3].argmax(axis=1).tolist()
+    assert list(outputs["probabilities"].shape) == [3, 10]
+    probabilities = np.frombuffer(raw["probabilities"], dtype=np.float32).reshape(3, 10)
+    np.testing.assert_allclose(probabilities, offline_probabilities[:3], rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize(
