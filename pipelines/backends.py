@@ -71,7 +71,7 @@ def package_settings(package: Path) -> tuple[str, str]:
     config = platform.get("platforms", {}).get("kubernetes", {}).get("pipelineConfig", {})
     workspace = config.get("workspace")
     if not workspace:
-        create = documents[0]["root"]["dag"]["tasks"].get("createpvc", {})
+        create = documents[0]["root"].get("dag", {}).get("tasks", {}).get("createpvc", {})
         value = create.get("inputs", {}).get("parameters", {}).get("storage_class_name", {})
         return "pvc", value.get("runtimeValue", {}).get("constant", "")
     patch = workspace.get("kubernetes", {}).get("pvcSpecPatch", {})

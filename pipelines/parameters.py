@@ -5,13 +5,18 @@ A pipeline's parameters are the fields of its parameter sets (``TrainingJob``,
 function exactly that signature, with each field's default and type, and writes each
 field's help into the docstring's ``Args:``, which KFP shows in its UI. The body receives
 the parameters as one mapping and hands each step the set it needs (``fields_of``).
+The pipeline function keeps its sources (``parameter_sources``), so ``check_values``
+checks the values of a run with the very sets the pipeline's steps will apply.
 """
 
 from __future__ import annotations
 
 import inspect
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+
+from components.specs.params import check_target
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,7 @@ class Extra:
     annotation: type
     default: object
     help: str
+    check: Callable[[object], object]  # raises ParamError for a bad value
 
 
 TARGET = Extra(
@@ -29,6 +35,7 @@ TARGET = Extra(
     str,
     "cluster",
     '"cluster": a PyTorchJob or TrainJob and KServe; "local": torchrun and a local predictor',
+    check_target,
 )
 
 
@@ -83,6 +90,7 @@ def composed_of(*sources):
             return body(dict(bound.arguments))
 
         pipeline.__signature__ = signature
+        pipeline.parameter_sources = sources
         pipeline.__name__ = pipeline.__qualname__ = body.__name__
         pipeline.__module__ = body.__module__
         pipeline.__doc__ = _with_args(inspect.getdoc(body) or "", entries)
@@ -105,3 +113,23 @@ def fields_of(params: dict, parameter_set, exclude: tuple[str, ...] = ()) -> dic
     return {
         item.name: params[item.name] for item in fields(parameter_set) if item.name not in exclude
     }
+
+
+def check_values(sources, values: dict) -> None:
+    """Check a run's parameter values with the sets (and extras) they belong to.
+
+    Args:
+        sources: a pipeline's ``parameter_sources`` (as given to ``composed_of``).
+        values: parameter name -> value; a set's missing fields take the set's defaults.
+
+    Raises:
+        ParamError: a value outside its range, named as the set names it.
+    """
+    for source in sources:
+        if isinstance(source, Extra):
+            if source.name in values:
+                source.check(values[source.name])
+            continue
+        parameter_set, excluded = source if isinstance(source, tuple) else (source, ())
+        names = [item.name for item in fields(parameter_set) if item.name not in excluded]
+        parameter_set.from_dict({name: values[name] for name in names if name in values})

@@ -61,21 +61,23 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=compile_command)
 
 
-def add_workspace_flags(parser: argparse.ArgumentParser) -> None:
-    """The run workspace's size, storage class and access mode."""
+def add_workspace_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The run workspace's size, storage class and access mode; returns the flags."""
     group = parser.add_argument_group("the run's workspace volume")
-    group.add_argument("--workspace-size", default="5Gi", help="its size (default: 5Gi)")
-    group.add_argument(
-        "--workspace-storage-class",
-        default="",
-        help="its StorageClass; KFP 2.15 and 2.16 need one (default: the cluster's default)",
-    )
-    group.add_argument(
-        "--workspace-access-mode",
-        choices=ACCESS_MODES,
-        default="ReadWriteMany",
-        help="ReadWriteMany for training jobs over several nodes (default: ReadWriteMany)",
-    )
+    return [
+        group.add_argument("--workspace-size", default="5Gi", help="its size (default: 5Gi)"),
+        group.add_argument(
+            "--workspace-storage-class",
+            default="",
+            help="its StorageClass; KFP 2.15 and 2.16 need one (default: the cluster's default)",
+        ),
+        group.add_argument(
+            "--workspace-access-mode",
+            choices=ACCESS_MODES,
+            default="ReadWriteMany",
+            help="ReadWriteMany for training jobs over several nodes (default: ReadWriteMany)",
+        ),
+    ]
 
 
 def settings_from_args(args: argparse.Namespace, variant: str):

@@ -18,14 +18,16 @@ from pipelines.remote import (
     check_host,
     connect,
     quiet,
+    require_text,
     ui_url,
 )
 
 DESCRIPTION = """\
 Schedule a pipeline: upload it as a new version (like fmnist submit) and create a
 recurring run on a cron schedule (KFP's 6 fields, seconds first) or a fixed interval,
-with at most --max-concurrency runs at once. Or manage existing recurring runs with
---list, --disable ID and --delete ID.
+with at most --max-concurrency runs at once (--dry-run: check it all and print it,
+contacting nothing). Or manage existing recurring runs with --list, --disable ID and
+--delete ID.
 """
 EPILOG = """\
 examples:
@@ -86,6 +88,8 @@ def _check_cron_field(text: str, index: int) -> None:
             or any(value is None or not low <= value <= high for value in values)
         ):
             raise UsageError(f"--cron: the {name} field {text!r} must use {low}-{high}, *, ?")
+        if slash and int(step) < 1:  # robfig/cron refuses it; a step of 0 never advances
+            raise UsageError(f"--cron: the {name} field {text!r} must have a step of at least 1")
 
 
 def _cron_value(text: str, low: int, names: tuple[str, ...]) -> int | None:
@@ -137,6 +141,16 @@ class Trigger:
         """E.g. ``cron '0 0 2 * * *'`` or ``every 21600 s``."""
         return f"cron {self.cron!r}" if self.cron else f"every {self.interval_seconds} s"
 
+    def details(self) -> str:
+        """The whole trigger in words, for ``--dry-run``."""
+        window = "".join(
+            f" {word} {moment}"
+            for word, moment in (("from", self.start_time), ("until", self.end_time))
+            if moment
+        )
+        catchup = "catch-up" if self.catchup else "no catch-up"
+        return f"{self.describe()}{window}, at most {self.max_concurrency} at once, {catchup}"
+
 
 def trigger_from_args(args: argparse.Namespace) -> Trigger:
     """The schedule flags, checked before anything is uploaded."""
@@ -150,6 +164,9 @@ def trigger_from_args(args: argparse.Namespace) -> Trigger:
     end = args.end_time and parse_time(args.end_time, "--end-time")
     if start and end and end <= start:
         raise UsageError(f"--end-time {end} must be after --start-time {start}")
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if end and end <= now:
+        raise UsageError(f"--end-time {end} is in the past (now: {now}): no run would start")
     return Trigger(
         cron=args.cron and parse_cron(args.cron),
         interval_seconds=args.interval and parse_interval(args.interval),
@@ -176,32 +193,39 @@ def register(subparsers) -> None:
     manage.add_argument("--delete", metavar="ID", help="delete a recurring run and exit")
     when = parser.add_argument_group("schedule")
     every = when.add_mutually_exclusive_group()
-    every.add_argument("--cron", help="KFP cron: 6 fields, seconds first, e.g. '0 0 2 * * *'")
-    every.add_argument("--interval", help="a fixed period: seconds, or 90s, 30m, 6h, 1d")
-    when.add_argument(
-        "--max-concurrency", type=int, default=1, help="runs at once, 1..10 (default: 1)"
-    )
-    when.add_argument(
-        "--catchup",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="start the runs missed while paused or behind schedule (default: no)",
-    )
-    when.add_argument("--start-time", help="RFC 3339, e.g. 2026-01-01T00:00:00Z")
-    when.add_argument("--end-time", help="RFC 3339; no runs after it")
-    when.add_argument("--name", help="the recurring run's name (default: NAME schedule)")
-    add_pipeline_flags(parser)
-    parser.set_defaults(handler=schedule_command)
+    creating = [
+        every.add_argument("--cron", help="KFP cron: 6 fields, seconds first, e.g. '0 0 2 * * *'"),
+        every.add_argument("--interval", help="a fixed period: seconds, or 90s, 30m, 6h, 1d"),
+        when.add_argument(
+            "--max-concurrency", type=int, default=1, help="runs at once, 1..10 (default: 1)"
+        ),
+        when.add_argument(
+            "--catchup",
+            action=argparse.BooleanOptionalAction,
+            default=False,
+            help="start the runs missed while paused or behind schedule (default: no)",
+        ),
+        when.add_argument("--start-time", help="RFC 3339, e.g. 2026-01-01T00:00:00Z"),
+        when.add_argument("--end-time", help="RFC 3339; no runs after it"),
+        when.add_argument("--name", help="the recurring run's name (default: NAME schedule)"),
+        *add_pipeline_flags(parser),
+    ]
+    parser.set_defaults(handler=schedule_command, creating_flags=creating)
 
 
 def schedule_command(args: argparse.Namespace) -> int:
     """Create a recurring run, or list, disable or delete existing ones."""
     if args.list or args.disable or args.delete:
+        refuse_creating_flags(args)
         return manage(args)
     trigger = trigger_from_args(args)
+    require_text(args.name, "--name")
     from pipelines.remote import upload_from_args
 
     uploaded = upload_from_args(args)
+    if uploaded is None:  # --dry-run: the plan is printed
+        print(f"recurring run: {args.name or 'NAME schedule'}, {trigger.details()}")
+        return 0
     with quiet(args.host):
         recurring = uploaded.client.create_recurring_run(
             experiment_id=uploaded.experiment_id,
@@ -220,6 +244,18 @@ def schedule_command(args: argparse.Namespace) -> int:
     print(f"recurring run {rid} ({trigger.describe()}, version {uploaded.version_id})")
     print(ui_url(args.host, f"recurringrun/details/{rid}"))
     return 0
+
+
+def refuse_creating_flags(args: argparse.Namespace) -> None:
+    """``--list``, ``--disable`` and ``--delete`` take none of the flags of a new schedule."""
+    given = [
+        action.option_strings[0]
+        for action in args.creating_flags
+        if getattr(args, action.dest) != action.default
+    ]
+    if given:
+        managing = "--list" if args.list else "--disable" if args.disable else "--delete"
+        raise UsageError(f"{managing} takes no {', '.join(given)} (those create a schedule)")
 
 
 def manage(args: argparse.Namespace) -> int:

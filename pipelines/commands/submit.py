@@ -1,9 +1,18 @@
 """``fmnist submit``: upload a pipeline version, start a run, optionally follow it."""
 
 import argparse
+import math
 import time
 
-from pipelines.remote import add_pipeline_flags, add_server_flags, quiet, timestamp, ui_url
+from pipelines.cli import UsageError
+from pipelines.remote import (
+    add_pipeline_flags,
+    add_server_flags,
+    quiet,
+    require_text,
+    timestamp,
+    ui_url,
+)
 
 WAIT_CHUNK_SECONDS = 5  # one round of the client's wait call (its own poll interval)
 ENDED = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")  # a run's final states (v2beta1)
@@ -12,7 +21,8 @@ DESCRIPTION = """\
 Compile a pipeline in the variant the server runs (or take --package), upload it to
 Kubeflow Pipelines as a new version of its pipeline (created on first upload), start a
 run in --experiment with the --param values, and print the run's URL. With --wait, follow
-the run to its end and exit non-zero unless it succeeds.
+the run to its end and exit non-zero unless it succeeds. With --dry-run, check all of
+it (values, package, parameters) and print what would be done, contacting nothing.
 """
 EPILOG = """\
 examples:
@@ -22,6 +32,7 @@ examples:
       --namespace team-a --pipeline fashion-mnist-tune --param algorithm=grid \\
       --param lr_step=0.02 --experiment tuning
   fmnist submit --host http://localhost:8080 --package build/pipelines/fashion-mnist.yaml
+  fmnist submit --host http://localhost:8080 --param epochs=5 --dry-run
 """
 
 
@@ -50,10 +61,17 @@ def register(subparsers) -> None:
 
 
 def submit_command(args: argparse.Namespace) -> int:
-    """Upload, start the run, print its URL."""
+    """Upload, start the run, print its URL (``--dry-run``: say what would be done)."""
     from pipelines.remote import upload_from_args
 
+    require_text(args.run_name, "--run-name")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise UsageError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")
     uploaded = upload_from_args(args)
+    if uploaded is None:  # --dry-run: the plan is printed
+        waiting = f", followed for up to {args.timeout:g} s" if args.wait else ""
+        print(f"run: {args.run_name or 'NAME <UTC timestamp>'}{waiting}")
+        return 0
     with quiet(args.host):
         run = uploaded.client.run_pipeline(
             experiment_id=uploaded.experiment_id,

@@ -15,7 +15,7 @@ import pytest
 from pipelines.backends import check_package, choose_variant, package_settings, parse_version
 from pipelines.cli import UsageError
 from pipelines.commands.compile import compile_pipeline
-from pipelines.remote import server_version
+from pipelines.remote import server_version, stated_version
 from pipelines.settings import CompileSettings, Workspace
 
 
@@ -66,10 +66,18 @@ def test_choose_variant_refuses(version, message):
 
 
 def test_an_unknown_server_version_asks_for_kfp_version():
-    assert server_version({"tag_name": "unknown"}, "2.14.1") == (2, 14)
+    assert server_version({"tag_name": "unknown"}, stated_version("2.14.1")) == (2, 14)
     assert server_version({"tag_name": "2.15.0"}, None) == (2, 15)
     with pytest.raises(UsageError, match="pass --kfp-version, e.g. --kfp-version 2.15.0"):
         server_version({"tag_name": "unknown"}, None)
+
+
+@pytest.mark.parametrize("text", ["banana", "", "v", "2"])
+def test_a_kfp_version_that_is_no_release_is_named_as_such(text):
+    with pytest.raises(
+        UsageError, match=f"--kfp-version must be a release such as 2.15.0, got {text!r}"
+    ):
+        stated_version(text)
 
 
 @pytest.fixture(scope="module")
