@@ -398,22 +398,25 @@ def plan_from_args(args: argparse.Namespace, out_dir: Path, version) -> Plan:
     return Plan(package, variant, name, args.version, params)
 
 
-def upload_from_args(args: argparse.Namespace) -> Uploaded | None:
-    """Check everything, then upload (the variant the server runs) and find the experiment.
+def dry_run(args: argparse.Namespace) -> Plan:
+    """``--dry-run``: check everything that needs no server, print the plan, contact nothing."""
+    stated = stated_version(args.kfp_version)
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = plan_from_args(args, Path(tmp), stated)
+    print(f"dry run: nothing is sent to {args.host}")
+    print("\n".join(plan.describe(args.experiment)))
+    if not (stated or args.package):
+        print("(the server's release picks the variant: --kfp-version names it here)")
+    return plan
 
-    With ``--dry-run`` nothing is contacted: the plan is printed and None returned.
-    """
+
+def upload_from_args(args: argparse.Namespace) -> Uploaded:
+    """Check everything, then upload (the variant the server runs) and find the experiment."""
     from pipelines.backends import choose_variant
 
     stated = stated_version(args.kfp_version)
     with tempfile.TemporaryDirectory() as tmp:
         plan = plan_from_args(args, Path(tmp), stated)
-        if args.dry_run:
-            print(f"dry run: nothing is sent to {args.host}")
-            print("\n".join(plan.describe(args.experiment)))
-            if not (stated or args.package):
-                print("(the server's release picks the variant; --kfp-version tells it here)")
-            return None
         version = server_version(check_host(args.host, args.token), stated)
         if args.package or choose_variant(version, args.workspace_storage_class or "") != (
             plan.variant

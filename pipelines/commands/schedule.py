@@ -220,12 +220,13 @@ def schedule_command(args: argparse.Namespace) -> int:
         return manage(args)
     trigger = trigger_from_args(args)
     require_text(args.name, "--name")
-    from pipelines.remote import upload_from_args
+    from pipelines.remote import dry_run, upload_from_args
 
-    uploaded = upload_from_args(args)
-    if uploaded is None:  # --dry-run: the plan is printed
-        print(f"recurring run: {args.name or 'NAME schedule'}, {trigger.details()}")
+    if args.dry_run:
+        plan = dry_run(args)
+        print(f"recurring run: {args.name or f'{plan.name} schedule'}, {trigger.details()}")
         return 0
+    uploaded = upload_from_args(args)
     with quiet(args.host):
         recurring = uploaded.client.create_recurring_run(
             experiment_id=uploaded.experiment_id,

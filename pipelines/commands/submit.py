@@ -62,16 +62,17 @@ def register(subparsers) -> None:
 
 def submit_command(args: argparse.Namespace) -> int:
     """Upload, start the run, print its URL (``--dry-run``: say what would be done)."""
-    from pipelines.remote import upload_from_args
+    from pipelines.remote import dry_run, upload_from_args
 
     require_text(args.run_name, "--run-name")
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise UsageError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")
-    uploaded = upload_from_args(args)
-    if uploaded is None:  # --dry-run: the plan is printed
+    if args.dry_run:
+        plan = dry_run(args)
         waiting = f", followed for up to {args.timeout:g} s" if args.wait else ""
-        print(f"run: {args.run_name or 'NAME <UTC timestamp>'}{waiting}")
+        print(f"run: {args.run_name or f'{plan.name} <UTC timestamp>'}{waiting}")
         return 0
+    uploaded = upload_from_args(args)
     with quiet(args.host):
         run = uploaded.client.run_pipeline(
             experiment_id=uploaded.experiment_id,

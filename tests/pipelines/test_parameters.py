@@ -138,3 +138,35 @@ def test_every_parameter_is_documented_and_nothing_else(parameters):
     section = reference.split("\n## Parameters\n", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE))
     assert documented == set(parameters[("fashion-mnist", "workspace")])
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "field"),
+    [
+        ("fashion-mnist", {"epochs": 0}, "epochs"),
+        ("fashion-mnist", {"target": "laptop"}, "target"),
+        ("fashion-mnist", {"model_name": "Bad_Name"}, "model_name"),
+        ("fashion-mnist", {"train_limit": 0}, "train_limit"),
+        ("fashion-mnist-tune", {"lr_min": 0.1, "lr_max": 0.01}, "lr_min/lr_max"),
+        ("fashion-mnist-tune", {"algorithm": "sobol", "seed": 3}, "seed"),
+        ("fashion-mnist-tune", {"max_trials": 0.0}, "max_trials"),  # a KFP number is a float
+    ],
+)
+def test_check_values_applies_the_pipelines_own_sets(name, values, field):
+    from components.specs.params import ParamError
+    from pipelines import load_pipeline
+    from pipelines.parameters import check_values
+
+    sources = load_pipeline(name).pipeline_func.parameter_sources
+    with pytest.raises(ParamError) as error:
+        check_values(sources, values)
+    assert error.value.name == field
+    check_values(sources, {})  # every default passes
+
+
+def test_check_values_leaves_the_searched_fields_to_the_sweep():
+    from pipelines import load_pipeline
+    from pipelines.parameters import check_values
+
+    sources = load_pipeline("fashion-mnist-tune").pipeline_func.parameter_sources
+    check_values(sources, {"epochs": -1, "lr": 0, "epochs_max": 3, "lr_max": 0.01})

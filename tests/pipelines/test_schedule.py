@@ -202,3 +202,52 @@ def test_intervals_and_times():
     assert parse_time("2026-03-01T12:30:00-02:00", "--start-time") == "2026-03-01T14:30:00Z"
     with pytest.raises(UsageError):
         parse_interval("0")
+
+
+def test_dry_run_prints_the_schedule_and_sends_nothing(kfp_server, package, capsys):
+    argv = ["schedule", "--host", kfp_server.url, "--package", str(package), "--dry-run"]
+    argv += ["--interval", "6h", "--max-concurrency", "2", "--catchup", "--name", "every-6h"]
+    argv += ["--start-time", "2036-01-01T00:00:00Z", "--end-time", "2036-06-30T00:00:00Z"]
+    assert main([*argv, "--param", "epochs=4"]) == 0
+    assert kfp_server.log == []
+    assert capsys.readouterr().out.splitlines() == [
+        f"dry run: nothing is sent to {kfp_server.url}",
+        "pipeline fashion-mnist: fashion-mnist.yaml (workspace variant)",
+        "version: fashion-mnist-<UTC timestamp>-<4 hex digits>",
+        "experiment: fmnist",
+        "parameters: epochs=4",
+        "recurring run: every-6h, every 21600 s from 2036-01-01T00:00:00Z until "
+        "2036-06-30T00:00:00Z, at most 2 at once, catch-up",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--cron", "*/0 * * * * *"], "the second field '*/0' must have a step of at least 1"),
+        (["--cron", "0 0 1-5/0 * * *"], "the hour field '1-5/0' must have a step of at least 1"),
+        (["--cron", "@daily", "--end-time", "2020-01-01T00:00:00Z"], "is in the past"),
+        (["--cron", "@daily", "--param", "epochs=-3"], "--param epochs must be an integer >= 1"),
+        (["--cron", "@daily", "--name", " "], "--name must not be empty"),
+    ],
+)
+def test_bad_schedules_are_refused_in_a_dry_run_too(kfp_server, package, capsys, flags, message):
+    argv = ["schedule", "--host", kfp_server.url, "--package", str(package), "--dry-run", *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert kfp_server.log == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--list", "--cron", "0 0 2 * * *"], "--list takes no --cron (those create a schedule)"),
+        (["--disable", "x", "--param", "epochs=2"], "--disable takes no --param"),
+        (["--delete", "x", "--no-catchup", "--dry-run"], "--delete takes no --dry-run"),
+    ],
+)
+def test_managing_flags_refuse_the_flags_of_a_new_schedule(kfp_server, capsys, flags, message):
+    assert main(["schedule", "--host", kfp_server.url, *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert kfp_server.log == []

@@ -278,3 +278,62 @@ def test_help_has_examples(capsys):
         main(["submit", "--help"])
     out = capsys.readouterr().out
     assert "examples:" in out and "--wait" in out
+
+
+# --- --dry-run: everything checked, the plan printed, nothing sent --------------------------
+
+
+def test_dry_run_prints_the_plan_and_sends_nothing(kfp_server, capsys):
+    argv = ["submit", "--host", kfp_server.url, "--dry-run", "--param", "epochs=3"]
+    argv += ["--param", "lr=0.02", "--experiment", "nightly", "--wait", "--timeout", "600"]
+    assert main(argv) == 0
+    assert kfp_server.log == []
+    assert capsys.readouterr().out.splitlines() == [
+        f"dry run: nothing is sent to {kfp_server.url}",
+        "pipeline fashion-mnist: fashion-mnist.yaml (workspace variant)",
+        "version: fashion-mnist-<UTC timestamp>-<4 hex digits>",
+        "experiment: nightly",
+        "parameters: epochs=3, lr=0.02",
+        "(the server's release picks the variant: --kfp-version names it here)",
+        "run: fashion-mnist <UTC timestamp>, followed for up to 600 s",
+    ]
+
+
+def test_dry_run_compiles_for_the_stated_release(kfp_server, capsys):
+    argv = ["submit", "--host", kfp_server.url, "--dry-run", "--kfp-version", "2.5.0"]
+    argv += ["--workspace-storage-class", "nfs", "--pipeline", "fashion-mnist-tune"]
+    argv += ["--pipeline-name", "tune", "--version", "v7", "--run-name", "try"]
+    assert main(argv) == 0
+    assert kfp_server.log == []
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "pipeline tune: fashion-mnist-tune-pvc.yaml (pvc variant)",
+        "version: v7",
+        "experiment: fmnist",
+        "parameters: the defaults",
+        "run: try",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--kfp-version", "2.14.0"], "is the workspace variant, but Kubeflow Pipelines 2.14"),
+        (["--param", "target=local"], "--param target=local cannot run on a cluster"),
+        (["--param", "serving_min_replicas=0"], "--param serving_min_replicas must be"),
+    ],
+)
+def test_dry_run_checks_the_package_against_the_stated_release(
+    kfp_server, package, capsys, flags, message
+):
+    argv = ["submit", "--host", kfp_server.url, "--dry-run", "--package", str(package), *flags]
+    assert main(argv) == 2
+    assert message in one_error_line(capsys.readouterr().err, "submit")
+    assert kfp_server.log == []
+
+
+def test_the_tune_pipelines_sweep_is_checked_before_upload(kfp_server, capsys):
+    argv = ["submit", "--host", kfp_server.url, "--pipeline", "fashion-mnist-tune"]
+    assert main([*argv, "--param", "lr_min=0.1", "--param", "lr_max=0.01"]) == 2
+    err = one_error_line(capsys.readouterr().err, "submit")
+    assert "--param lr_min / --param lr_max must be 0 < lr_min <= lr_max, got (0.1, 0.01)" in err
+    assert kfp_server.log == []
