@@ -36,8 +36,9 @@ KATIB_ALGORITHMS = (
 # takes no setting at all: its sequence is the same on every run (kubeflow/katib v0.19.0
 # pkg/suggestion/v1beta1/goptuna/converter.go, toGoptunaSampler), so a seed is refused.
 SEEDED_ALGORITHMS = ("random", "grid", "bayesianoptimization", "tpe", "multivariate-tpe", "cmaes")
-# Every grid point is a training job; Katib's grid suggestion also lists them all up front.
-# A grid larger than this is a typo in a step (lr_step 1e-7), not a sweep anyone can run.
+# Every grid point is a training job, and Katib's grid service lists the whole product of
+# the axes to validate the Experiment (kubeflow/katib v0.19.0 pkg/suggestion/v1beta1/optuna/
+# base_service.py). A larger grid is a typo in a step (lr_step 1e-7), not a sweep to run.
 MAX_GRID_POINTS = 10_000
 DEFAULT_TRIALS = 12  # trials of a non-grid sweep unless told otherwise
 # Katib parameter name -> the trial parameter name used in ${trialParameters.<name>}.
