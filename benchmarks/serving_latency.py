@@ -20,10 +20,7 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,15 +29,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from components.runtime.local_predictor import free_port, running_predictor
 from serving.predictor import FashionMNISTModel, ServingConfig
 from trainer.data import CLASS_NAMES
 from trainer.model import ModelCard, build_model, normalize, save_model_dir
 
-REPO = Path(__file__).resolve().parents[1]
 MODEL_NAME = "fashion-mnist"
 PATHS = {"v1": f"/v1/models/{MODEL_NAME}:predict", "v2": f"/v2/models/{MODEL_NAME}/infer"}
 HEADERS = {"content-type": "application/json"}
-READY_TIMEOUT_S = 120
 
 
 def parse_args() -> tuple[argparse.Namespace, list[str]]:
@@ -73,32 +69,6 @@ def request_bodies(protocol: str, images: int = 1, count: int = 64) -> list[byte
         ).encode()
         for batch in batches
     ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(model_dir: Path, flags: list[str], log) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    command = [sys.executable, "-m", "serving", "--model_dir", str(model_dir),
-               "--http_port", str(port), "--grpc_port", str(free_port()), *flags]  # fmt: skip
-    process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            connection.request("GET", "/v2/health/ready")
-            if connection.getresponse().status == 200:
-                return process, port
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    process.wait()
-    tail = "\n".join(Path(log.name).read_text().splitlines()[-20:])
-    raise SystemExit(f"server not ready after {READY_TIMEOUT_S} s or exited:\n{tail}")
 
 
 def client(port: int, path: str, bodies: list[bytes], stop, latencies: list[float]) -> None:
@@ -200,22 +170,22 @@ def measure(args: argparse.Namespace, server_flags: list[str], tmp: Path) -> dic
     bodies, path = request_bodies(args.protocol, args.images), PATHS[args.protocol]
     server_flags = [*server_flags, "--device", args.device]
     model_dir = Path(args.model_dir or untrained_model_dir(tmp / "model"))
-    with open(tmp / "server.log", "w") as log:
-        process, port = start_server(model_dir, server_flags, log)
-    try:
-        load(port, path, bodies, 2, after_requests(100), process.pid)  # warm-up
+    port = free_port()
+    with (
+        open(tmp / "server.log", "w+") as log,
+        running_predictor(model_dir, log, port=port, flags=tuple(server_flags)) as server,
+    ):
+        pid = server.process.pid
+        load(port, path, bodies, 2, after_requests(100), pid)  # warm-up
         runs = {}
         for concurrency in args.concurrency:
             stop = after_requests(args.requests // concurrency)
-            runs[concurrency] = load(port, path, bodies, concurrency, stop, process.pid)
+            runs[concurrency] = load(port, path, bodies, concurrency, stop, pid)
         forward = forward_ms(model_dir, args.device, args.images)
-        rss_start = rss_mib(process.pid)
+        rss_start = rss_mib(pid)
         stop = after_seconds(args.duration)
-        timed = load(port, path, bodies, max(args.concurrency), stop, process.pid)
-        rss_end = rss_mib(process.pid)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+        timed = load(port, path, bodies, max(args.concurrency), stop, pid)
+        rss_end = rss_mib(pid)
     return {"runs": runs, "forward_ms": forward, "timed": timed, "rss_mib": (rss_start, rss_end)}
 
 

@@ -3,7 +3,8 @@
     python -m serving --model_name fashion-mnist --model_dir /mnt/models --http_port 8080
 
 All of KServe's flags (``--http_port``, ``--grpc_port``, ``--workers``, ...) work as in
-any KServe model server, so the predictor starts here exactly as in the cluster.
+any KServe model server, so the predictor starts here exactly as in the cluster. A bad flag
+or a model directory that cannot be loaded is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -11,64 +12,97 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kserve import model_server
+from serving.defaults import DEVICES, MAX_BATCH_SIZE, MODEL_DIR, MODEL_NAME, NUM_THREADS
 
-from serving.defaults import MODEL_NAME
-from serving.predictor import DEFAULT_MODEL_DIR, DEVICES, FashionMNISTModel, ServingConfig
-from serving.server import build_server
-
-DEFAULT_MODEL_NAME = MODEL_NAME
+TRUE_WORDS = ("y", "yes", "t", "true", "on", "1")
+FALSE_WORDS = ("n", "no", "f", "false", "off", "0")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """KServe's server flags plus the predictor's own."""
-    parser = argparse.ArgumentParser(
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (KServe's usage text is 25 lines)."""
+
+    def error(self, message: str):
+        """Print ``<prog>: error: <message>`` and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def true_or_false(text: str) -> bool:
+    """A boolean flag's value: the words KServe accepts for true and false."""
+    if text.lower() in TRUE_WORDS:
+        return True
+    if text.lower() in FALSE_WORDS:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def import_model_server():
+    """KServe's ``model_server`` module, imported while ``sys.argv`` holds no flags.
+
+    KServe parses ``sys.argv`` when the module is imported, and a bad value would stop
+    the process there with its own 25-line usage text; main() parses the flags instead.
+    """
+    saved, sys.argv = sys.argv, sys.argv[:1]
+    try:
+        from kserve import model_server
+    finally:
+        sys.argv = saved
+    return model_server
+
+
+def build_parser(kserve_parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """KServe's server flags (booleans checked by name) plus the predictor's own."""
+    for action in kserve_parser._actions:
+        if isinstance(action.default, bool) and callable(action.type):
+            action.type = true_or_false  # KServe's lambda says "invalid <lambda> value"
+    parser = OneLineParser(
         prog="python -m serving",
         description="Serve a FashionMNIST model directory over KServe's v1 and v2 protocols.",
-        parents=[model_server.parser],
+        parents=[kserve_parser],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.set_defaults(model_name=DEFAULT_MODEL_NAME)
+    parser.set_defaults(model_name=MODEL_NAME)
     parser.add_argument(
         "--model_dir",
-        default=DEFAULT_MODEL_DIR,
+        default=MODEL_DIR,
         help="model directory (model.pt + model.json); KServe mounts STORAGE_URI here",
     )
     parser.add_argument(
         "--max_batch_size",
         type=int,
-        default=ServingConfig.max_batch_size,
+        default=MAX_BATCH_SIZE,
         help="most images one request may carry; larger requests get a 400",
     )
     parser.add_argument(
         "--num_threads",
         type=int,
-        default=ServingConfig.num_threads,
+        default=NUM_THREADS,
         help="torch intra-op threads per server process",
     )
     parser.add_argument(
         "--device",
         choices=DEVICES,
-        default=ServingConfig.device,
+        default="auto",
         help="where the network runs; auto: CUDA when a GPU is visible, else the CPU",
     )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Load the model, then serve until stopped; 1 with a one-line error if it cannot load."""
-    parser = build_parser()
+    """Load the model, then serve until stopped; 2 with a one-line error if it cannot load."""
+    model_server = import_model_server()
+    parser = build_parser(model_server.parser)
     args = parser.parse_args(argv)
+    from serving.predictor import FashionMNISTModel, ServingConfig
+    from serving.server import build_server
+
     try:
         config = ServingConfig(args.model_dir, args.max_batch_size, args.num_threads, args.device)
-    except ValueError as exc:
-        parser.error(str(exc))
-    model = FashionMNISTModel(args.model_name, config)
-    try:
+        model = FashionMNISTModel(args.model_name, config)
         model.load()
-    except (FileNotFoundError, ValueError) as exc:
+    except ValueError as exc:  # a bad setting, an unloadable model dir, cuda without a GPU
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        return 1
+        return 2
+    model_server.args = args  # ModelServer reads --configure_logging and others from here
     build_server(args).start([model])
     return 0
 

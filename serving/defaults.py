@@ -7,3 +7,6 @@ it without loading KServe.
 MODEL_DIR = "/mnt/models"  # KServe mounts (or downloads) STORAGE_URI here
 MODEL_NAME = "fashion-mnist"  # the InferenceService's name, and the model's in its URLs
 HTTP_PORT = 8080  # KServe's default predictor port
+MAX_BATCH_SIZE = 256  # most images one request may carry
+NUM_THREADS = 1  # torch intra-op threads per server process
+DEVICES = ("auto", "cpu", "cuda")  # where the network may run

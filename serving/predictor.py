@@ -14,24 +14,23 @@ import torch
 from kserve import Model
 from kserve.protocol.infer_type import InferRequest, InferResponse
 
-from serving.codec import IMAGE_SIZE, decode_v1, decode_v2, encode_v1, encode_v2
-from serving.defaults import MODEL_DIR
-from trainer.model import load_model_dir, normalize, select_device
+from serving.codec import IMAGE_SIZE, PIXELS, decode_v1, decode_v2, encode_v1, encode_v2
+from serving.defaults import DEVICES, MAX_BATCH_SIZE, MODEL_DIR, NUM_THREADS
+from serving.model_dir import load_served_model
+from trainer.model import normalize, select_device
 
-DEFAULT_MODEL_DIR = MODEL_DIR
 MAX_BATCH_SIZE_LIMIT = 65_536
-DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclass
 class ServingConfig:
     """How the predictor loads and runs the model."""
 
-    model_dir: str = DEFAULT_MODEL_DIR
+    model_dir: str = MODEL_DIR
     """Model directory (``model.pt`` + ``model.json``); KServe mounts STORAGE_URI here."""
-    max_batch_size: int = 256
+    max_batch_size: int = MAX_BATCH_SIZE
     """Most images one request may carry; a larger request gets a 400."""
-    num_threads: int = 1
+    num_threads: int = NUM_THREADS
     """torch intra-op threads; 1 is fastest for small batches and leaves cores to the server."""
     device: str = "auto"
     """``auto`` (CUDA when a GPU is visible, else the CPU), ``cpu`` or ``cuda``."""
@@ -76,9 +75,9 @@ class FashionMNISTModel(Model):
         set-up does not land on the first request.
 
         Raises:
-            FileNotFoundError: the model directory lacks ``model.pt`` or ``model.json``.
-            ValueError: ``model.json`` is malformed or does not match the weights, or
-                ``cuda`` was asked for and no GPU is visible.
+            ModelDirError: the model directory cannot be loaded (a missing file, a malformed
+                ``model.json``, a truncated or corrupt ``model.pt``); one line.
+            ValueError: ``cuda`` was asked for and no GPU is visible.
         """
         torch.set_num_threads(self.config.num_threads)
         # oneDNN's convolutions cost ~1.5x PyTorch's own for this small network at batch
@@ -88,7 +87,7 @@ class FashionMNISTModel(Model):
         # on the CPU, and this network is too small for TF32 to be faster.
         torch.backends.cudnn.allow_tf32 = False
         self.device = select_device(self.config.device)
-        self.net, card = load_model_dir(self.config.model_dir, self.device)
+        self.net, card = load_served_model(self.config.model_dir, self.device)
         self.class_names = list(card.class_names)
         self.pixel_mean, self.pixel_std = card.pixel_mean, card.pixel_std
         self.probabilities(np.zeros((1, IMAGE_SIZE, IMAGE_SIZE), dtype=np.float32))
@@ -120,8 +119,12 @@ class FashionMNISTModel(Model):
             return self.net(inputs).exp().cpu().numpy()
 
     def get_input_types(self) -> list[dict]:
-        """v2 metadata: one image tensor (FP32 0-255 and [N, 1, 28, 28] / [N, 784] too)."""
-        return [{"name": "image", "datatype": "UINT8", "shape": [-1, IMAGE_SIZE, IMAGE_SIZE]}]
+        """v2 metadata: one image tensor, flat FP32 pixel values 0-255.
+
+        The most general of the accepted forms; UINT8 and the shapes [N, 28, 28] and
+        [N, 1, 28, 28] are accepted too (metadata can name only one).
+        """
+        return [{"name": "image", "datatype": "FP32", "shape": [-1, PIXELS]}]
 
     def get_output_types(self) -> list[dict]:
         """v2 metadata: the class index and the class probabilities."""

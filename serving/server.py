@@ -1,16 +1,23 @@
-"""The model server: KServe's ``ModelServer`` with request-decoding errors answered as 400s."""
+"""The model server: KServe's ``ModelServer`` with request-decoding errors answered as 400s.
+
+A rejected request (4xx) is logged as one line; KServe logs each with its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from kserve import ModelServer, model_server
-from kserve.errors import InvalidInput
+from kserve.errors import InvalidInput, ModelNotFound
+from kserve.logging import logger as kserve_logger
 from kserve.protocol.dataplane import DataPlane
+
+CLIENT_ERRORS = (InvalidInput, ModelNotFound)  # KServe answers these with a 400 and a 404
 
 # KServe's own server flags (see ``kserve.model_server.parser``) that ModelServer takes.
 SERVER_FLAGS = (
@@ -28,6 +35,19 @@ SERVER_FLAGS = (
     "ssl_certfile",
     "ssl_keyfile",
 )
+
+
+class OneLineClientErrors(logging.Filter):
+    """Turns KServe's log record of a client error (a ~33-line traceback) into one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite a record that carries a client error; keep every record."""
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, CLIENT_ERRORS):
+            record.msg, record.args = "rejected request: %s", (error,)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
 
 
 class ClientErrorDataPlane(DataPlane):
@@ -58,6 +78,7 @@ async def request_validation_handler(_: Request, exc: RequestValidationError) ->
     problems = "; ".join(
         f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
     )
+    kserve_logger.warning("rejected request: invalid inference request: %s", problems)
     return JSONResponse(
         status_code=HTTPStatus.UNPROCESSABLE_ENTITY,
         content={"error": f"invalid inference request: {problems}"},
@@ -65,8 +86,10 @@ async def request_validation_handler(_: Request, exc: RequestValidationError) ->
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer every malformed request with a 4xx and a JSON-safe message."""
+    """Answer every malformed request with a 4xx and a JSON-safe message, logged as one line."""
     app.add_exception_handler(RequestValidationError, request_validation_handler)
+    if not any(isinstance(each, OneLineClientErrors) for each in kserve_logger.filters):
+        kserve_logger.addFilter(OneLineClientErrors())
 
 
 # At import, not in build_server(): with --workers > 1 KServe spawns processes that

@@ -1,7 +1,9 @@
-"""Check a model locally: ``python -m serving`` on a free loopback port, real test images.
+"""Run the predictor locally: ``python -m serving`` on a loopback port, checked on test images.
 
-The predictor must answer like the model run in-process (same weights, same
-normalisation); it is stopped when the check ends.
+:func:`running_predictor` is the one way this project starts a predictor process (the local
+deploy step, ``fmnist serve``, the serving tests and benchmark). The local check sends real
+test images: the predictor must answer like the model run in-process (same weights, same
+normalisation).
 """
 
 import json
@@ -13,11 +15,30 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 from components.specs.params import Serving
+from serving.defaults import MODEL_NAME
 
 CHECK_IMAGES = 100  # test images the local check sends
 MIN_AGREEMENT = 0.99  # share of answers that must match the in-process model
+READY_TIMEOUT_SECONDS = 120.0  # loading torch and KServe takes ~5 s, longer on a busy machine
+STOP_GRACE_SECONDS = 10.0  # after SIGTERM, before SIGKILL
+LOG_TAIL_CHARACTERS = 3000  # of the predictor's output, in the error when it stops early
+REPO = Path(__file__).resolve().parents[2]
+
+
+class PredictorError(RuntimeError):
+    """The predictor exited or did not become ready."""
+
+
+@dataclass(frozen=True)
+class RunningPredictor:
+    """A predictor process and its base URL (``http://127.0.0.1:<port>``)."""
+
+    process: subprocess.Popen
+    url: str
 
 
 def free_port() -> int:
@@ -28,43 +49,72 @@ def free_port() -> int:
 
 
 @contextmanager
-def local_predictor(model_dir: str, model_name: str, timeout_seconds: float):
-    """Run ``python -m serving`` on a free loopback port until the block ends; yield its URL."""
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "serving",
-        f"--model_name={model_name}",
-        f"--model_dir={model_dir}",
-        f"--http_port={port}",
-        "--enable_grpc=false",
-        "--workers=1",
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile("w+") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+def running_predictor(
+    model_dir: str | Path,
+    output=None,
+    *,
+    model_name: str = MODEL_NAME,
+    port: int | None = None,
+    flags: tuple[str, ...] = (),
+    timeout_seconds: float = READY_TIMEOUT_SECONDS,
+):
+    """Run ``python -m serving`` until the block ends; yield it once the model is ready.
+
+    gRPC is off unless ``flags`` turn it on; ``flags`` come last, so they win.
+
+    Args:
+        model_dir: The model directory to serve.
+        output: A file for the server's stdout and stderr; opened for reading too, its tail
+            is in the error if the server stops before it is ready. None: a temporary file.
+            ``subprocess.DEVNULL`` or a stream of this process work too (no tail then).
+        model_name: The name in the model's URLs.
+        port: The HTTP port on every interface; None: a free one.
+        flags: More ``python -m serving`` flags.
+        timeout_seconds: How long the model may take to become ready.
+
+    Raises:
+        PredictorError: the server exited or was not ready within ``timeout_seconds``.
+    """
+    port = port or free_port()
+    command = [sys.executable, "-m", "serving", f"--model_name={model_name}",
+               f"--model_dir={model_dir}", f"--http_port={port}", "--enable_grpc=false",
+               *flags]  # fmt: skip
+    with tempfile.TemporaryFile("w+") if output is None else _kept(output) as log:
+        server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        predictor = RunningPredictor(server, f"http://127.0.0.1:{port}")
         try:
-            _wait_until_ready(server, log, f"{url}/v2/models/{model_name}/ready", timeout_seconds)
-            yield url
+            _wait_until_ready(predictor, log, model_name, timeout_seconds)
+            yield predictor
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop(server)
+
+
+@contextmanager
+def _kept(output):
+    """``output`` as a context manager that leaves it open."""
+    yield output
+
+
+def stop(server: subprocess.Popen) -> None:
+    """Stop the server: SIGTERM, then SIGKILL after STOP_GRACE_SECONDS."""
+    if server.poll() is None:
+        server.terminate()
+    try:
+        server.wait(timeout=STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 def _wait_until_ready(
-    server: subprocess.Popen, log, ready_url: str, timeout_seconds: float
+    predictor: RunningPredictor, log, model_name: str, timeout_seconds: float
 ) -> None:
+    ready_url = f"{predictor.url}/v2/models/{model_name}/ready"
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
-        if server.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(
-                f"the predictor exited with code {server.returncode}:\n{log.read()[-3000:]}"
+        if predictor.process.poll() is not None:
+            raise PredictorError(
+                f"the predictor exited with code {predictor.process.returncode}" + _tail(log)
             )
         try:
             with urllib.request.urlopen(ready_url, timeout=2) as response:
@@ -73,7 +123,20 @@ def _wait_until_ready(
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.2)
-    raise RuntimeError(f"the predictor was not ready within {timeout_seconds:g} s")
+    raise PredictorError(f"the predictor was not ready within {timeout_seconds:g} s" + _tail(log))
+
+
+def _tail(log) -> str:
+    """A colon, a newline and the end of the server's output if it can be read; else nothing."""
+    try:
+        if not log.readable():  # this process's stderr, say: never seek in it
+            return ""
+        log.flush()
+        log.seek(0)
+        text = log.read()
+    except (AttributeError, OSError, ValueError):  # DEVNULL, a closed or unseekable file
+        return ""
+    return f":\n{text[-LOG_TAIL_CHARACTERS:]}" if text else ""
 
 
 def predict_v1(url: str, model_name: str, images) -> list[int]:
@@ -122,11 +185,12 @@ def check_predictions(url: str, model_name: str, model_dir: str, dataset_dir: st
 
 def deploy_local(serving: Serving, model_dir: str, dataset_dir: str) -> str:
     """Start the predictor locally, check it on real test images, stop it; return its URL."""
-    with local_predictor(model_dir, serving.model_name, serving.serving_timeout_seconds) as url:
-        accuracy = check_predictions(url, serving.model_name, model_dir, dataset_dir)
+    name, timeout = serving.model_name, serving.serving_timeout_seconds
+    with running_predictor(model_dir, model_name=name, timeout_seconds=timeout) as predictor:
+        accuracy = check_predictions(predictor.url, name, model_dir, dataset_dir)
     print(
-        f"local predictor at {url} answered {CHECK_IMAGES} test images like the model "
-        f"({accuracy:.0%} correct); stopped",
+        f"the local predictor answered {CHECK_IMAGES} test images like the model "
+        f"({accuracy:.0%} correct) and was stopped",
         flush=True,
     )
-    return url
+    return predictor.url

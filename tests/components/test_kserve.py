@@ -336,7 +336,7 @@ def test_bad_serving_values_fail_before_any_api_call(step, fake_k8s):
 def test_local_predictor_that_cannot_load_fails_with_its_output(tmp_path):
     empty = tmp_path / "empty-model"
     empty.mkdir()
-    with pytest.raises(RuntimeError, match="the predictor exited with code 1") as error:
+    with pytest.raises(RuntimeError, match="the predictor exited with code 2") as error:
         deploy.python_func(
             model=dsl.Model(uri=str(empty)),
             dataset=dsl.Dataset(uri=str(tmp_path / "data")),

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,9 +11,7 @@ import numpy as np
 import pytest
 import requests
 
-REPO = Path(__file__).resolve().parents[2]
-MODEL_NAME = "fashion-mnist"
-READY_TIMEOUT_S = 90
+from components.runtime.local_predictor import running_predictor
 
 
 @dataclass
@@ -37,46 +32,6 @@ class Server:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(model_dir: Path, log: Path, *extra: str) -> Server:
-    """Start `python -m serving` on free loopback ports and wait until it is ready."""
-    port = free_port()
-    command = [
-        sys.executable, "-m", "serving", "--model_name", MODEL_NAME,
-        "--model_dir", str(model_dir), "--http_port", str(port),
-        "--grpc_port", str(free_port()), *extra,
-    ]  # fmt: skip
-    with log.open("w") as out:
-        process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    server = Server(process, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{server.log_tail()}")
-        try:
-            if server.get("/v2/health/ready").status_code == 200:
-                return server
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.2)
-    stop_server(server)
-    raise RuntimeError(f"server not ready after {READY_TIMEOUT_S} s:\n{server.log_tail()}")
-
-
-def stop_server(server: Server) -> None:
-    server.process.terminate()
-    try:
-        server.process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
-
-
 @pytest.fixture(scope="session")
 def serve(trained_model_dir, tmp_path_factory):
     """Context manager: `python -m serving` on the trained model with extra flags, then stopped."""
@@ -84,11 +39,11 @@ def serve(trained_model_dir, tmp_path_factory):
     @contextlib.contextmanager
     def running(*flags: str):
         log = tmp_path_factory.mktemp("serving") / "server.log"
-        server = start_server(trained_model_dir, log, *flags)
-        try:
-            yield server
-        finally:
-            stop_server(server)
+        with (
+            log.open("w+") as output,
+            running_predictor(trained_model_dir, output, flags=flags) as predictor,
+        ):
+            yield Server(predictor.process, predictor.url, log)
 
     return running
 

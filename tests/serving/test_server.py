@@ -52,7 +52,7 @@ def test_health_and_metadata(server):
     }
     metadata = server.get(f"/v2/models/{MODEL_NAME}").json()
     assert metadata["name"] == MODEL_NAME
-    assert metadata["inputs"] == [{"name": "image", "datatype": "UINT8", "shape": [-1, 28, 28]}]
+    assert metadata["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 784]}]
     assert metadata["outputs"] == [
         {"name": "label", "datatype": "INT64", "shape": [-1]},
         {"name": "probabilities", "datatype": "FP32", "shape": [-1, 10]},
@@ -266,7 +266,7 @@ def run_serving(*args: str) -> subprocess.CompletedProcess:
 
 def test_missing_model_dir_is_a_one_line_error(tmp_path):
     result = run_serving("--model_dir", str(tmp_path), "--http_port", "1")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"python -m serving: error: {tmp_path}: no model.pt; not a model directory"
     ]
@@ -276,3 +276,51 @@ def test_bad_max_batch_size_is_a_usage_error(tmp_path):
     result = run_serving("--model_dir", str(tmp_path), "--max_batch_size", "0")
     assert result.returncode == 2
     assert "max_batch_size must be in 1..65536, got 0" in result.stderr
+
+
+def test_each_rejected_request_is_one_log_line(serve, test_images):
+    """KServe logs a traceback for every 4xx; the predictor logs one line per rejection."""
+    with serve() as server:
+        before = server.log.read_text().splitlines()
+        for _ in range(5):
+            assert server.post(V1, json={"instances": [[0] * 783]}).status_code == 400
+        assert server.post(V2, json={"inputs": "x"}).status_code == 422
+        assert server.post("/v1/models/nope:predict", json=_instances(1)).status_code == 404
+        assert server.post(V1, json={"instances": [test_images[0].tolist()]}).status_code == 200
+        new = server.log.read_text().splitlines()[len(before) :]
+    rejected = [line for line in new if "rejected request" in line]
+    assert len(rejected) == 7, "\n".join(new)
+    assert sum("got shape [783]" in line for line in rejected) == 5
+    assert "Traceback" not in "\n".join(new)
+    assert len(new) < 6 * 8, "\n".join(new)  # KServe logs 4 lines per request; tracebacks 33
+
+
+def broken_copy(model_dir: Path, into: Path, name: str, damage) -> Path:
+    """A copy of the model directory whose file ``name`` is replaced by ``damage(content)``."""
+    copy = into / f"broken-{name}"
+    copy.mkdir()
+    for path in model_dir.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    (copy / name).write_bytes(damage((copy / name).read_bytes()))
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "message"),
+    [
+        ("model.pt", lambda data: data[: len(data) // 2], "model.pt: not a readable PyTorch"),
+        ("model.pt", lambda data: b"", "model.pt: not a readable PyTorch"),
+        ("model.json", lambda data: data[:-20], "model.json: malformed model card"),
+        ("model.json", lambda data: b'{"architecture": 5}', "model.json: malformed model card"),
+    ],
+    ids=["truncated-weights", "empty-weights", "truncated-card", "card-of-wrong-fields"],
+)
+def test_a_broken_model_directory_is_a_one_line_error(
+    trained_model_dir, tmp_path, name, damage, message
+):
+    broken = broken_copy(trained_model_dir, tmp_path, name, damage)
+    result = run_serving("--model_dir", str(broken), "--http_port", "1")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"python -m serving: error: {broken}/"), lines
+    assert message in lines[0]
