@@ -1,4 +1,4 @@
-"""The ``fmnist`` command: run the pipeline locally, compile, render, sweep, submit, schedule.
+"""The ``fmnist`` command: run, serve, compile, render, sweep, submit and schedule the pipeline.
 
 Each subcommand lives in ``pipelines/commands/<name>.py`` and exposes
 ``register(subparsers)``, which adds its parser and sets ``handler`` to a function
@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 
-COMMANDS = ("run", "compile", "render", "sweep", "submit", "schedule")
+COMMANDS = ("run", "serve", "compile", "render", "sweep", "submit", "schedule")
+PACKAGE = "fmnist-pipeline"
+REPORTED_VERSIONS = ("kfp", "torch", "kserve")  # shown by --version beside the package's
 
 
 class UsageError(Exception):
@@ -25,10 +28,22 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fmnist",
         description="FashionMNIST on Kubeflow: pack -> PyTorchJob -> evaluate -> KServe.",
     )
+    parser.add_argument("--version", action="version", version=version_text())
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"pipelines.commands.{name}").register(subparsers)
     return parser
+
+
+def version_text() -> str:
+    """``fmnist 0.1.0 (kfp 2.17.3, torch 2.9.1, kserve 0.21.0)``, from the installed metadata."""
+    found = []
+    for name in REPORTED_VERSIONS:
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{name} not installed")
+    return f"fmnist {importlib.metadata.version(PACKAGE)} ({', '.join(found)})"
 
 
 def main(argv: list[str] | None = None) -> int:
