@@ -79,7 +79,7 @@ def publish_pipeline(settings: CompileSettings):
             report: Per-class accuracy and the training curve, in Markdown.
             report_html: The same with charts, as one HTML file.
         """
-        evaluated = settings.step(evaluate(model=model, dataset=dataset))
+        evaluated = settings.step(evaluate(model=model, dataset=dataset, min_accuracy=min_accuracy))
         accuracy = evaluated.outputs["Output"]
         with dsl.If(accuracy >= min_accuracy, name="accuracy-gate"):
             deployed = deploy(

@@ -1,10 +1,30 @@
-"""Evaluate a model directory on the packed test split."""
+"""Evaluate a model directory on the packed test split; the facts of the run for its report."""
 
-from dataclasses import dataclass
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 
 BATCH_SIZE = 1000
+MISTAKES_KEPT = 8  # misclassified test images the report shows, the most confident first
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # a git checkout when run from one
+GIT_TIMEOUT_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A misclassified test image."""
+
+    index: int  # in the test split
+    true_class: int
+    predicted_class: int
+    confidence: float  # the predicted class's probability
+    image: np.ndarray  # uint8 [28, 28]
 
 
 @dataclass(frozen=True)
@@ -15,11 +35,23 @@ class Evaluation:
     loss: float  # mean negative log-likelihood
     confusion: np.ndarray  # [true class, predicted class] counts
     class_names: list[str]
+    mistakes: list[Mistake] = field(default_factory=list)  # the most confident ones
 
     @property
     def per_class_accuracy(self) -> np.ndarray:
         """Recall of every class (the diagonal over the row sums)."""
         return np.diag(self.confusion) / np.maximum(self.confusion.sum(axis=1), 1)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the report says about the run besides the test results."""
+
+    evaluated_at: str  # UTC, ``2026-12-01 09:53 UTC``
+    commit: str | None  # the source's git commit, when it runs from a checkout
+    model_uri: str
+    data: dict  # the packed dataset's counts and source
+    min_accuracy: float | None  # the gate; None: not known
 
 
 def evaluate_model_dir(model_dir: str, dataset_dir: str) -> tuple[Evaluation, dict]:
@@ -35,15 +67,63 @@ def evaluate_model_dir(model_dir: str, dataset_dir: str) -> tuple[Evaluation, di
     classes = len(card.class_names)
     confusion = np.zeros((classes, classes), dtype=np.int64)
     loss_sum = 0.0
+    wrong = []  # (confidence, index, true, predicted) of every mistake
     with torch.inference_mode():
         for start in range(0, len(test), BATCH_SIZE):
             images = torch.tensor(test.images[start : start + BATCH_SIZE])
             labels = torch.tensor(test.labels[start : start + BATCH_SIZE], dtype=torch.long)
             log_probs = network(normalize(images, card.pixel_mean, card.pixel_std))
             loss_sum += F.nll_loss(log_probs, labels, reduction="sum").item()
-            np.add.at(confusion, (labels.numpy(), log_probs.argmax(1).numpy()), 1)
+            confidence, predicted = log_probs.exp().max(1)
+            np.add.at(confusion, (labels.numpy(), predicted.numpy()), 1)
+            for offset in (predicted != labels).nonzero().flatten().tolist():
+                wrong.append(
+                    (confidence[offset].item(), start + offset, labels[offset].item(),
+                     predicted[offset].item())
+                )  # fmt: skip
     count = max(len(test), 1)
+    mistakes = [
+        Mistake(index, true, predicted, confidence, np.array(test.images[index]))
+        for confidence, index, true, predicted in sorted(wrong, reverse=True)[:MISTAKES_KEPT]
+    ]
     result = Evaluation(
-        float(np.trace(confusion)) / count, loss_sum / count, confusion, list(card.class_names)
+        float(np.trace(confusion)) / count,
+        loss_sum / count,
+        confusion,
+        list(card.class_names),
+        mistakes,
     )
     return result, card.training
+
+
+def run_facts(model_uri: str, dataset_dir: str, min_accuracy: float | None) -> RunFacts:
+    """The time, the source's commit, the model's place, the data slice and the gate."""
+    manifest = json.loads((Path(dataset_dir) / "manifest.json").read_text())
+    return RunFacts(
+        evaluated_at=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        commit=source_commit(),
+        model_uri=model_uri,
+        data={key: manifest.get(key) for key in ("counts", "complete", "source")},
+        min_accuracy=min_accuracy,
+    )
+
+
+def source_commit(root: Path = SOURCE_ROOT) -> str | None:
+    """The git commit the code runs from (``+ local changes`` if modified); None if unknown."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short=12", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):  # no git, not a checkout
+        return None
+    return f"{commit} + local changes" if changed else commit

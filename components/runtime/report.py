@@ -1,31 +1,87 @@
 """The evaluation report: Markdown for the KFP UI and a self-contained HTML page with charts.
 
-The HTML page draws the training curve (test accuracy, test loss and train loss per
-epoch) and the confusion matrix as a heat map with matplotlib, inlined as SVG: no
-external script, stylesheet or image, so it opens anywhere, KFP's artifact viewer
-included.
+Both say what was run (time, commit, parameters, data slice, training time, where the
+model is) and the accuracy gate's outcome. The HTML page draws the training curve (test
+accuracy, test loss and train loss per epoch; two epochs at least) and the confusion
+matrix as a heat map with matplotlib, inlined as SVG, and shows the most confident
+mistakes as small inline PNGs: no external script, stylesheet or image, so it opens
+anywhere, KFP's artifact viewer included.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import io
 
 import numpy as np
 
-from components.runtime.evaluation import Evaluation
+from components.runtime.evaluation import Evaluation, Mistake, RunFacts
 
 BAR_WIDTH = 20  # blocks of the Markdown curve's longest bar
+REPORTED_PARAMETERS = (  # of the trainer's config in model.json, in this order
+    "epochs", "batch_size", "lr", "optimizer", "scheduler", "weight_decay", "momentum",
+    "label_smoothing", "augment", "precision", "seed", "device",
+)  # fmt: skip
+MISTAKE_SCALE = 3  # a 28x28 image is shown at 84x84 pixels
 
 
-def markdown_report(result: Evaluation, training: dict) -> str:
-    """Per-class accuracy, the most confused pairs, and the training curve, in Markdown."""
+def gate_sentence(accuracy: float, min_accuracy: float | None) -> str:
+    """The accuracy gate's outcome in words."""
+    if min_accuracy is None:
+        return "No gate was given."
+    if accuracy >= min_accuracy:
+        return (
+            f"Passed: {accuracy:.2%} >= {min_accuracy:.2%} (min_accuracy); "
+            "the deploy step follows."
+        )
+    return (
+        f"Not passed: {accuracy:.2%} < {min_accuracy:.2%} (min_accuracy); "
+        "the model is not deployed."
+    )
+
+
+def run_rows(facts: RunFacts, training: dict) -> list[tuple[str, str]]:
+    """(name, value) rows describing the run: when, which code, what data, which settings."""
+    config = training.get("config", {})
+    history = training.get("history", [])
+    counts = facts.data.get("counts") or {}
+    slice_word = "all" if facts.data.get("complete") else "a slice:"
+    data = (
+        f"{slice_word} {counts.get('train', 0):,} training and {counts.get('test', 0):,} test "
+        f"images from {facts.data.get('source') or 'an unknown source'}"
+    )
+    seconds = sum(entry.get("seconds", 0) for entry in history)
+    processes = training.get("world_size", 1)
+    trained = f"{len(history)} epoch(s) in {seconds:.1f} s on {processes} process(es)"
+    parameters = ", ".join(
+        f"{name}={config[name]}" for name in REPORTED_PARAMETERS if name in config
+    )
+    return [
+        ("evaluated", facts.evaluated_at),
+        ("commit", facts.commit or "unknown (not run from a git checkout)"),
+        ("data", data),
+        ("training", trained),
+        ("parameters", parameters or "unknown"),
+        ("model", facts.model_uri),
+    ]
+
+
+def markdown_report(result: Evaluation, training: dict, facts: RunFacts | None = None) -> str:
+    """The run, the gate, per-class accuracy, the most confused pairs, the curve, in Markdown."""
     lines = [
         "# FashionMNIST model evaluation",
         "",
         f"Test accuracy **{result.accuracy:.2%}**, loss {result.loss:.4f}, on "
         f"{int(result.confusion.sum()):,} images.",
         "",
+    ]
+    if facts is not None:
+        lines += [f"**Gate.** {gate_sentence(result.accuracy, facts.min_accuracy)}", ""]
+        lines += ["## Run", "", "| | |", "|---|---|"]
+        lines += [f"| {name} | {value} |" for name, value in run_rows(facts, training)]
+        lines.append("")
+    lines += [
         "## Per-class accuracy",
         "",
         "| class | accuracy | most often mistaken for |",
@@ -68,29 +124,84 @@ def _curve_table(history: list[dict]) -> list[str]:
     return lines
 
 
-def html_report(result: Evaluation, training: dict) -> str:
-    """A self-contained HTML page: headline figures, both charts, per-class accuracy."""
+def html_report(result: Evaluation, training: dict, facts: RunFacts | None = None) -> str:
+    """A self-contained HTML page: the run, the gate, both charts, mistakes, per-class accuracy."""
     history = training.get("history", [])
-    smoothing = training.get("config", {}).get("label_smoothing", 0)
-    curve = _svg(_curve_figure(history, smoothing)) if history else "<p>(no training history)</p>"
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{result.per_class_accuracy[i]:.2%}</td>"
         f"<td>{html.escape(_mistaken(result, i))}</td></tr>"
         for i, name in enumerate(result.class_names)
     )
+    run = ""
+    if facts is not None:
+        passed = facts.min_accuracy is None or result.accuracy >= facts.min_accuracy
+        facts_rows = "".join(
+            f"<tr><th>{name}</th><td>{html.escape(str(value))}</td></tr>"
+            for name, value in run_rows(facts, training)
+        )
+        run = (
+            f'<p class="gate {"passed" if passed else "failed"}"><b>Gate.</b> '
+            f"{html.escape(gate_sentence(result.accuracy, facts.min_accuracy))}</p>"
+            f'<h2>Run</h2><table class="facts">{facts_rows}</table>'
+        )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>FashionMNIST model evaluation</title>
 <style>body{{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse}}td,th{{padding:2px 10px;border-bottom:1px solid #ddd}}
-td:nth-child(2){{text-align:right}}svg{{max-width:100%;height:auto}}</style></head>
+th{{text-align:left}}td:nth-child(2){{text-align:right}}.facts td{{text-align:left}}
+svg{{max-width:100%;height:auto}}.gate{{padding:6px 10px;border-left:5px solid}}
+.passed{{background:#eaf6ea;border-color:#2e7d32}}.failed{{background:#fdecea;border-color:#c62828}}
+figure{{display:inline-block;margin:4px 5px;text-align:center;font-size:12px;width:104px}}
+figure img{{image-rendering:pixelated;border:1px solid #ccc}}</style></head>
 <body><h1>FashionMNIST model evaluation</h1>
 <p>Test accuracy <b>{result.accuracy:.2%}</b>, loss {result.loss:.4f}, on
-{int(result.confusion.sum()):,} images; {len(history)} epochs.</p>
-<h2>Training curve</h2>{curve}
+{int(result.confusion.sum()):,} images; {len(history)} epoch(s).</p>
+{run}
+<h2>Training curve</h2>{_curve_html(history, training)}
 <h2>Confusion matrix</h2>{_svg(_confusion_figure(result))}
+<h2>Most confident mistakes</h2>{_mistakes_html(result)}
 <h2>Per-class accuracy</h2><table><tr><th>class</th><th>accuracy</th>
 <th>most often mistaken for</th></tr>{rows}</table></body></html>
 """
+
+
+def _curve_html(history: list[dict], training: dict) -> str:
+    """The curve chart; for one epoch its figures in a sentence (one point makes no curve)."""
+    if not history:
+        return "<p>(no training history)</p>"
+    if len(history) == 1:
+        entry = history[0]
+        train = entry.get("train_loss")
+        train_text = f", train loss {train:.4f}" if train is not None else ""
+        return (
+            f"<p>One epoch: test accuracy {entry['accuracy']:.2%}, test loss "
+            f"{entry['loss']:.4f}{train_text}. The curve needs two epochs or more.</p>"
+        )
+    smoothing = training.get("config", {}).get("label_smoothing", 0)
+    return _svg(_curve_figure(history, smoothing))
+
+
+def _mistakes_html(result: Evaluation) -> str:
+    if not result.mistakes:
+        return "<p>None: every test image was classified correctly.</p>"
+    return "".join(_mistake_figure(mistake, result.class_names) for mistake in result.mistakes)
+
+
+def _mistake_figure(mistake: Mistake, class_names: list[str]) -> str:
+    """One misclassified image as an inline PNG, captioned with the true and predicted class."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(mistake.image.astype(np.uint8), mode="L").save(buffer, "PNG")
+    source = base64.b64encode(buffer.getvalue()).decode()
+    size = mistake.image.shape[0] * MISTAKE_SCALE
+    true, predicted = class_names[mistake.true_class], class_names[mistake.predicted_class]
+    return (
+        f'<figure><img src="data:image/png;base64,{source}" width="{size}" height="{size}" '
+        f'alt="test image {mistake.index}"><figcaption>#{mistake.index}<br>'
+        f"true: <b>{html.escape(true)}</b><br>predicted: {html.escape(predicted)} "
+        f"({mistake.confidence:.0%})</figcaption></figure>"
+    )
 
 
 def _curve_figure(history: list[dict], label_smoothing: float = 0):

@@ -3,13 +3,15 @@
 The very pipeline that is uploaded to Kubeflow, with ``target="local"``: the train step
 runs ``torchrun`` here (gloo on CPU) and the deploy step checks a local predictor. Each
 run gets a directory (``runs/<timestamp>`` by default; ``runs/latest`` points at the
-newest) with the step outputs (model, metrics, reports), a scratch workspace, the
-report as ``report.html``, and the objects the same parameters would create on a cluster.
+newest) with the step outputs (model, reports), a scratch workspace, ``log.txt`` (all of
+kfp's output), ``metrics.json``, the report as ``report.html``, and the objects the same
+parameters would create on a cluster. The terminal shows the steps' progress and a summary.
 """
 
 import argparse
 import contextlib
 import io
+import json
 import os
 import shutil
 import sys
@@ -20,8 +22,10 @@ from pathlib import Path
 from components.specs.params import DataSlice, Serving, TrainingJob
 from pipelines.cli import UsageError
 from pipelines.flags import add_set_flags, set_from_args
+from pipelines.run_output import RunOutput, strip_ansi
 
 SETS = ((DataSlice, "data"), (TrainingJob, "training job"), (Serving, "gate and serving"))
+GATE_NOT_PASSED = 3  # the exit code of --fail-on-gate when the model is below the gate
 
 
 def register(subparsers) -> None:
@@ -43,69 +47,75 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="also show kfp's executor logs (inputs and outputs of every step)",
+        help="show all of kfp's output (executor logs, every step's inputs and outputs), "
+        "as log.txt has it",
+    )
+    parser.add_argument(
+        "--fail-on-gate",
+        action="store_true",
+        help=f"exit with code {GATE_NOT_PASSED} when the accuracy is below --min-accuracy (for CI)",
     )
     for parameter_set, title in SETS:
         add_set_flags(parser, parameter_set, title)
     parser.set_defaults(handler=run)
 
 
-class ExecutorNoiseFilter(io.TextIOBase):
-    """Drops kfp.local's executor chatter (``[KFP Executor ...]`` lines and the input dump)."""
-
-    def __init__(self, target):
-        self.target, self.pending, self.in_dump = target, "", False
-
-    def write(self, text: str) -> int:
-        """Pass on every complete line that is not executor chatter."""
-        self.pending += text
-        *lines, self.pending = self.pending.split("\n")
-        for line in lines:
-            self._line(line)
-        return len(text)
-
-    def _line(self, line: str) -> None:
-        if self.in_dump:
-            # The dump is an indented JSON object: it ends at its closing brace.
-            self.in_dump = line.rstrip() not in ("}", "    }") and "[KFP Executor" not in line
-            return
-        if "[KFP Executor" in line:
-            self.in_dump = line.rstrip().endswith("Got executor_input:")
-            return
-        self.target.write(line + "\n")
-
-    def flush(self) -> None:
-        """Flush the real stream."""
-        self.target.flush()
-
-
 def run(args: argparse.Namespace) -> int:
-    """Run the pipeline locally and print a summary; 1 if a step failed."""
+    """Run the pipeline locally and print a summary.
+
+    Returns:
+        0; 1 if a step failed; GATE_NOT_PASSED with ``--fail-on-gate`` below the gate.
+    """
     sets = [set_from_args(args, parameter_set) for parameter_set, _ in SETS]
-    if args.data_dir:
-        if not args.data_dir.is_dir():
-            raise UsageError(f"--data-dir {args.data_dir}: no such directory")
-        os.environ["FASHION_MNIST_DIR"] = str(args.data_dir.resolve())
     run_dir = (args.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"--run-dir {args.run_dir} is a file, not a directory")
+    os.environ["FASHION_MNIST_DIR"] = str(check_raw_data(args.data_dir))
     manifests = write_manifests(sets[1], sets[2], run_dir / "manifests")
     started = time.monotonic()
-    try:
-        outputs = run_pipeline(sets, run_dir, verbose=args.verbose)
-    except RuntimeError as exc:
-        print(
-            f"fmnist run: error: {exc}\n(the failed step's log is above; files in {run_dir})",
-            file=sys.stderr,
-        )
-        return 1
+    log_path = run_dir / "log.txt"
+    print(f"fmnist run: {run_dir} (all of kfp's output: {log_path.name} there)", flush=True)
+    with log_path.open("w") as log:
+        output = RunOutput(log, sys.stdout, sets[1].epochs)
+        try:
+            outputs = run_pipeline(sets, run_dir, output, verbose=args.verbose)
+        except RuntimeError as exc:
+            print_failure(output, exc, log_path)
+            return 1
+    serving = sets[2]
+    passed = outputs["accuracy"] >= serving.min_accuracy
     report = run_dir / "report.html"
     shutil.copyfile(outputs["report_html"].path, report)
+    metrics = write_metrics(outputs, serving, passed, run_dir / "metrics.json")
     link_latest(run_dir)
-    print_summary(sets[2], outputs, report, manifests, time.monotonic() - started)
-    return 0
+    rows = summary_rows(outputs, serving, passed, report, metrics, manifests, log_path)
+    print_summary(rows, time.monotonic() - started)
+    return GATE_NOT_PASSED if args.fail_on_gate and not passed else 0
 
 
-def run_pipeline(sets, run_dir: Path, verbose: bool = False) -> dict:
-    """Run the pipeline with kfp.local under ``run_dir``; return its outputs."""
+def check_raw_data(data_dir: Path | None) -> Path:
+    """The raw data directory the pack step will read, its four files checked.
+
+    Raises:
+        UsageError: the files are missing, truncated or corrupt (the message names the file).
+    """
+    from trainer.data import DataError, find_raw_dir, read_raw
+
+    if data_dir is not None and not data_dir.is_dir():
+        raise UsageError(f"--data-dir {data_dir}: no such directory")
+    try:
+        found = find_raw_dir(data_dir)
+        read_raw(found)  # checksums: a corrupt file fails here, not 25 lines into the pack step
+    except DataError as exc:
+        raise UsageError(str(exc)) from exc
+    return found.resolve()
+
+
+def run_pipeline(sets, run_dir: Path, output: RunOutput, verbose: bool = False) -> dict:
+    """Run the pipeline with kfp.local under ``run_dir``; return its outputs.
+
+    kfp's output goes to ``output``; with ``verbose`` to the terminal too.
+    """
     from kfp import local
 
     from pipelines.fashion_mnist import fashion_mnist
@@ -118,11 +128,40 @@ def run_pipeline(sets, run_dir: Path, verbose: bool = False) -> dict:
         workspace_root=str(workspace),
     )
     arguments = {name: value for item in sets for name, value in item.to_dict().items()}
-    stream = sys.stdout if verbose else ExecutorNoiseFilter(sys.stdout)
+    stream = Tee(output.log, sys.stdout) if verbose else output
     with contextlib.redirect_stdout(stream), warnings.catch_warnings():
         # Running the steps in this interpreter instead of their image is the point here.
         warnings.filterwarnings("ignore", "You may be attemping to run a task", RuntimeWarning)
         return fashion_mnist(target="local", **arguments).outputs
+
+
+class Tee(io.TextIOBase):
+    """Writes to a log and to the terminal, without colour codes where it is not a terminal."""
+
+    def __init__(self, log, console):
+        self.log, self.console = log, console
+
+    def write(self, text: str) -> int:
+        """Write ``text`` to both."""
+        self.log.write(strip_ansi(text))
+        self.console.write(text if self.console.isatty() else strip_ansi(text))
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush both."""
+        self.log.flush()
+        self.console.flush()
+
+
+def print_failure(output: RunOutput, exc: RuntimeError, log_path: Path) -> None:
+    """Which step failed and its error, in a few lines, and where the whole log is."""
+    if output.failed_step:
+        error = output.failure() or "(no error message; see the log)"
+        message = f"step {output.failed_step} failed: {error}"
+    else:
+        message = strip_ansi(str(exc))
+    message = message.replace("\n", "\n  ")
+    print(f"fmnist run: error: {message}\n  (the whole log: {log_path})", file=sys.stderr)
 
 
 def write_manifests(job: TrainingJob, serving: Serving, directory: Path) -> list[Path]:
@@ -152,25 +191,41 @@ def link_latest(run_dir: Path) -> None:
         latest.symlink_to(run_dir.name)
 
 
-def print_summary(serving: Serving, outputs, report: Path, manifests, seconds: float) -> None:
-    """Accuracy, loss, the gate's outcome, and where the files are."""
-    accuracy = outputs["accuracy"]
-    metrics = outputs["metrics"]
+def write_metrics(outputs, serving: Serving, passed: bool, path: Path) -> Path:
+    """Accuracy, loss and the gate's outcome, as JSON (for scripts and CI)."""
+    metrics = {
+        "accuracy": outputs["accuracy"],
+        "loss": outputs["metrics"].metadata.get("loss"),
+        "min_accuracy": serving.min_accuracy,
+        "gate_passed": passed,
+        "model": outputs["model"].path,
+    }
+    path.write_text(json.dumps(metrics, indent=2) + "\n")
+    return path
+
+
+def summary_rows(outputs, serving: Serving, passed: bool, report, metrics, manifests, log):
+    """The ``(name, value)`` rows of the summary."""
     gate = (
         "passed: the local predictor was started, checked on test images, and stopped"
-        if accuracy >= serving.min_accuracy
+        if passed
         else "not passed: nothing deployed"
     )
-    rows = [
-        ("accuracy", f"{accuracy:.4f}"),
-        ("loss", f"{metrics.metadata.get('loss', float('nan')):.4f}"),
+    return [
+        ("accuracy", f"{outputs['accuracy']:.4f}"),
+        ("loss", f"{outputs['metrics'].metadata.get('loss', float('nan')):.4f}"),
         ("gate", f"accuracy >= {serving.min_accuracy}: {gate}"),
         ("model", outputs["model"].path),
         ("report", report),
         ("markdown", outputs["report"].path),
-        ("metrics", metrics.path),
+        ("metrics", metrics),
+        ("log", log),
         ("manifests", ", ".join(str(path) for path in manifests)),
     ]
+
+
+def print_summary(rows: list[tuple[str, object]], seconds: float) -> None:
+    """The summary: how long the run took, then one row per result."""
     print(f"\nfmnist run: finished in {seconds:.1f} s")
     for name, value in rows:
         print(f"  {name:<10} {value}")

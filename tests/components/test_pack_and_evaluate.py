@@ -1,7 +1,11 @@
 """The pack-dataset and evaluate steps through ``.python_func`` on real FashionMNIST data,
-and the evaluation report (Markdown, and HTML with charts)."""
+and the evaluation report (Markdown, and HTML with charts, the run's facts, the gate and
+the most confident mistakes)."""
 
+import base64
 import contextlib
+import html
+import io
 import json
 import re
 from pathlib import Path
@@ -9,13 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from kfp import dsl
+from PIL import Image
 
-from components.runtime.evaluation import Evaluation
-from components.runtime.report import markdown_report
+from components.runtime.evaluation import Evaluation, RunFacts, evaluate_model_dir, source_commit
+from components.runtime.report import html_report, markdown_report
 from components.specs.params import ParamError
 from components.steps.evaluate import evaluate
 from components.steps.pack import pack_dataset
 from trainer.data import CLASS_NAMES, load_packed
+
+MIN_ACCURACY = 0.5
 
 
 def test_pack_dataset_writes_the_packed_slice(tmp_path, fashion_mnist_dir, capsys):
@@ -43,6 +50,7 @@ def evaluated(tmp_path_factory, trained_model_dir, packed_small):
         accuracy = evaluate.python_func(
             model=dsl.Model(uri=str(trained_model_dir)),
             dataset=dsl.Dataset(uri=str(packed_small)),
+            min_accuracy=MIN_ACCURACY,
             **outputs,
         )
     return outputs, accuracy, capture.read_text()
@@ -119,3 +127,68 @@ def test_the_markdown_curve_bars_show_the_differences():
     bars = [line.rsplit("|", 2)[1].strip() for line in report.splitlines() if "█" in line]
     assert [len(bar) for bar in bars] == [1, 12, 20]
     assert "from 83.00% (shortest) to 92.00% (longest)" in report
+
+
+def test_evaluate_says_the_result_and_the_gate_in_words(evaluated):
+    outputs, accuracy, stdout = evaluated
+    loss = outputs["metrics"].metadata["loss"]
+    assert (
+        f"test accuracy {accuracy:.4f}, loss {loss:.4f} on 1,000 images. Gate: Passed: "
+        f"{accuracy:.2%} >= 50.00% (min_accuracy); the deploy step follows." in stdout
+    )
+
+
+def test_the_report_shows_the_run_and_the_gate(evaluated, trained_model_dir):
+    outputs, accuracy, _ = evaluated
+    card = json.loads((Path(trained_model_dir) / "model.json").read_text())
+    seconds = sum(entry["seconds"] for entry in card["training"]["history"])
+    for output in ("report_html", "report"):
+        page = html.unescape(Path(outputs[output].path).read_text())
+        assert f"Passed: {accuracy:.2%} >= 50.00% (min_accuracy)" in page
+        assert str(trained_model_dir) in page
+        assert "a slice: 4,000 training and 1,000 test images from " in page
+        assert f"2 epoch(s) in {seconds:.1f} s on 1 process(es)" in page
+        assert "epochs=2, batch_size=128, lr=" in page
+        assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", page)
+        assert (source_commit() or "unknown (not run from a git checkout)") in page
+
+
+def test_the_report_shows_the_most_confident_mistakes_as_images(
+    evaluated, trained_model_dir, packed_small
+):
+    outputs, _, _ = evaluated
+    page = Path(outputs["report_html"].path).read_text()
+    result, _ = evaluate_model_dir(str(trained_model_dir), str(packed_small))
+    test = load_packed(packed_small).test
+    assert len(result.mistakes) == 8
+    confidences = [mistake.confidence for mistake in result.mistakes]
+    assert confidences == sorted(confidences, reverse=True)
+    figures = re.findall(
+        r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" width="84" height="84" '
+        r'alt="test image (\d+)"><figcaption>#\d+<br>true: <b>([^<]+)</b><br>'
+        r"predicted: ([^<]+) \((\d+)%\)",
+        page,
+    )
+    assert len(figures) == 8
+    for (encoded, index, true, predicted, percent), mistake in zip(
+        figures, result.mistakes, strict=True
+    ):
+        index = int(index)
+        assert index == mistake.index
+        assert true == CLASS_NAMES[test.labels[index]] != predicted.strip()
+        assert predicted.strip() == CLASS_NAMES[mistake.predicted_class]
+        assert int(percent) == round(mistake.confidence * 100)
+        with Image.open(io.BytesIO(base64.b64decode(encoded))) as image:
+            assert np.array_equal(np.asarray(image), test.images[index])  # the very image
+
+
+def test_a_one_epoch_report_has_no_one_point_chart():
+    history = [{"epoch": 1, "accuracy": 0.8, "loss": 0.55, "train_loss": 0.7, "seconds": 3.5}]
+    result = Evaluation(0.8, 0.55, np.eye(10, dtype=int) * 5, list(CLASS_NAMES))
+    facts = RunFacts("2026-12-01 10:00 UTC", None, "/m", {"counts": {}}, 0.9)
+    page = html.unescape(html_report(result, {"history": history, "config": {"epochs": 1}}, facts))
+    assert page.count("<svg") == 1  # the confusion matrix only
+    assert "One epoch: test accuracy 80.00%, test loss 0.5500, train loss 0.7000." in page
+    assert "Not passed: 80.00% < 90.00% (min_accuracy); the model is not deployed." in page
+    assert "None: every test image was classified correctly." in page
+    assert "1 epoch(s) in 3.5 s" in page and "unknown (not run from a git checkout)" in page

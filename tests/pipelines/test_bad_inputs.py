@@ -173,8 +173,30 @@ BAD_INPUTS = [
     ),
     # --- fmnist run, fmnist sweep --local, fmnist serve: the run/serve and trainer/sweep ------
     # --- engineers add their rows here --------------------------------------------------------
+    (["fmnist", "run", "--run-dir", "{file}"], "--run-dir {file} is a file, not a directory"),
+    (["fmnist", "run", "--data-dir", "{missing}"], "--data-dir {missing}: no such directory"),
+    (["fmnist", "run", "--data-dir", "{empty_dir}"], "FashionMNIST raw files missing"),
+    (
+        ["fmnist", "run", "--data-dir", "{corrupt_data}"],
+        "{corrupt_data}/train-images-idx3-ubyte.gz: not a readable gzip file",
+    ),
+    (["fmnist", "serve", "{missing}"], "{missing}: no such run or model directory"),
+    (["fmnist", "serve", "{file}"], "{file} is not a directory"),
+    (["fmnist", "serve", "{empty_dir}"], "neither a model directory (model.pt, model.json)"),
+    (["fmnist", "serve", "{broken_model}"], "{broken_model}/model.json: malformed model card"),
+    (["fmnist", "serve", "{broken_model}", "--port", "0"], "--port must be 1..65535, got 0"),
+    (["fmnist", "serve", "{broken_model}", "--port", "http"], "argument --port: invalid int"),
     # --- python -m trainer: the trainer/sweep engineer's rows ---------------------------------
     # --- python -m serving: the run/serve engineer's rows -------------------------------------
+    (
+        ["python", "-m", "serving", "--enable_grpc", "banana"],
+        "argument --enable_grpc: expected true or false, got 'banana'",
+    ),
+    (["python", "-m", "serving", "--http_port", "http"], "argument --http_port: invalid int"),
+    (["python", "-m", "serving", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    (["python", "-m", "serving", "--max_batch_size", "0"], "max_batch_size must be in 1..65536"),
+    (["python", "-m", "serving", "--model_dir", "{file}"], "{file}: no model.pt"),
+    (["python", "-m", "serving", "--model_dir", "{missing}"], "{missing}: no model.pt"),
 ]
 
 
@@ -192,7 +214,21 @@ def placeholders(tmp_path) -> dict[str, str]:
         "users: [{name: me, user: {token: t}}]\n"
         "contexts: [{name: dead, context: {cluster: dead, user: me}}]\n"
     )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    corrupt = tmp_path / "corrupt-data"
+    corrupt.mkdir()
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte"):  # fmt: skip
+        (corrupt / f"{name}.gz").write_bytes(b"not gzip")
+    broken_model = tmp_path / "broken-model"
+    broken_model.mkdir()
+    (broken_model / "model.pt").write_bytes(b"PK not a zip")
+    (broken_model / "model.json").write_text('{"architecture": ')
     return {
+        "empty_dir": str(empty),
+        "corrupt_data": str(corrupt),
+        "broken_model": str(broken_model),
         "junk_yaml": str(junk),
         "file": str(regular),
         "missing": str(tmp_path / "missing.yaml"),
