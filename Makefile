@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp
+.PHONY: run test mutants test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -17,6 +17,12 @@ run: $(STAMP)  ## the full pipeline, locally, on the real dataset
 
 test: $(STAMP)  ## the whole test suite
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The mutation check (tools/mutants.py, issue 24): ~30 one-line breaking changes, each run
+# against the tests that must catch it, in a scratch copy of the checkout. Not part of
+# `make test` or .ci/run: about 15 minutes on 2 CPU cores (a run trains small models).
+mutants: $(STAMP)  ## fails if a mutant survives (or no longer applies); ARGS="NAME ..." picks some
+	$(PY) tools/mutants.py $(ARGS)
 
 test-gpu: $(STAMP)  ## the gpu tier alone, on a machine with a CUDA GPU
 	$(PY) -m pytest tests/gpu -m gpu --confcutdir tests/gpu $(PYTEST_ARGS)

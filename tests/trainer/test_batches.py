@@ -21,7 +21,9 @@ class RecordingStep:
 
 def test_shards_of_all_ranks_cover_the_data_once_per_epoch(packed_small, monkeypatch):
     """What each rank of a 3-process job trains on, through the Trainer's own epoch loop."""
-    monkeypatch.setattr(train, "DistributedDataParallel", lambda model: model)  # no group
+    # No process group: each rank is built and run in turn in this process.
+    monkeypatch.setattr(train, "DistributedDataParallel", lambda model: model)
+    monkeypatch.setattr(train, "all_reduce_sum", lambda values, context: values)
     data = load_packed(packed_small)
     config = TrainConfig(train_limit=10, test_limit=9, batch_size=3, augment=False)
 
