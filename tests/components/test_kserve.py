@@ -295,14 +295,17 @@ def test_a_knative_rollout_is_done_when_the_new_revision_takes_all_traffic(fake_
 
 
 def test_knative_waits_for_the_latest_revision_to_take_all_traffic(step, fake_k8s):
-    rolling = [status for _, status in KNATIVE_ROLLING if status.get("observedGeneration") != 1]
-    first = [{**status, "observedGeneration": 1} if status else status for status in rolling]
-    fake_k8s.custom.statuses["inferenceservices"] = [
-        *first,
-        {**KNATIVE_DONE, "observedGeneration": 1},
+    """The step itself on a first deploy (generation 1): it serves only at the last state."""
+    statuses = [
+        {},
+        knative("r-2", "r-1", [("r-1", 100)]),
+        knative("r-2", "r-2", [("r-1", 90), ("r-2", 10)]),
+        knative("r-2", "r-2", [("r-1", 1), ("r-2", 99)]),
+        knative("r-2", "r-2", [("r-2", 100)]),
     ]
+    fake_k8s.custom.statuses["inferenceservices"] = list(statuses)
     assert step(deployment_mode="Knative", serving_min_replicas=0) == URL
-    assert polls(fake_k8s) == len(first) + 1  # waiting at each state, done at the last
+    assert polls(fake_k8s) == len(statuses)  # waiting at each state, done at the last
 
 
 def test_a_model_that_fails_to_load_fails_the_step_with_the_conditions(step, fake_k8s):
