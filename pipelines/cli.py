@@ -22,9 +22,17 @@ class UsageError(Exception):
     """A problem with what the user asked for; printed without a traceback."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose errors are one line (``--help`` shows the usage), exit status 2."""
+
+    def error(self, message: str):
+        """Print ``PROG: error: MESSAGE`` and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="fmnist",
         description="FashionMNIST on Kubeflow: pack -> PyTorchJob -> evaluate -> KServe.",
     )
