@@ -7,6 +7,7 @@ and are the names the pipeline renders into the PyTorchJob's container args.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import asdict, dataclass, field, fields
 
 OPTIMIZERS = ("sgd", "adamw")
@@ -74,9 +75,10 @@ class TrainConfig:
         for name in ("train_limit", "test_limit", "num_threads"):
             value = getattr(self, name)
             _require(value is None or value >= 1, name, "an integer >= 1")
-        _require(self.lr > 0, "lr", "a number > 0")
+        _require(math.isfinite(self.lr) and self.lr > 0, "lr", "a finite number > 0")
         _require(0 <= self.momentum < 1, "momentum", "in [0, 1)")
-        _require(self.weight_decay >= 0, "weight_decay", "a number >= 0")
+        decay = self.weight_decay
+        _require(math.isfinite(decay) and decay >= 0, "weight_decay", "a finite number >= 0")
         _require(0 <= self.label_smoothing < 1, "label_smoothing", "in [0, 1)")
         if self.cuda_graphs:
             _require(self.device != "cpu", "cuda_graphs", "used without --device cpu")
@@ -100,6 +102,14 @@ def _require(ok: bool, name: str, allowed: str) -> None:
         raise ValueError(f"--{name.replace('_', '-')} must be {allowed}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block), exit status 2."""
+
+    def error(self, message: str):
+        """Print ``<prog>: error: <message>`` and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 # The article's recipe (about 90.4 % after 10 epochs); `--recipe reference` selects it.
 RECIPES = {
     "default": {},
@@ -120,7 +130,7 @@ RECIPES = {
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's command line; defaults come from TrainConfig."""
     defaults = TrainConfig()
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m trainer",
         description="Train the FashionMNIST CNN, alone, under torchrun, or in a PyTorchJob "
         "or TrainJob pod.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 
@@ -12,7 +13,7 @@ from torch.utils.data import DistributedSampler
 
 from trainer import batches, checkpoint
 from trainer.config import TrainConfig, config_dict
-from trainer.data import Dataset
+from trainer.data import CLASS_NAMES, Dataset
 from trainer.distributed import Context, LaunchError, all_reduce_sum, barrier
 from trainer.metrics import format_metric_line
 from trainer.model import ModelCard, build_model, normalize, save_model_dir
@@ -25,6 +26,28 @@ from trainer.step import (
     kernels,
     mixed_precision_dtype,
 )
+
+# A uniform guess over the classes costs ln 10 = 2.3 nats; an epoch's mean training loss a
+# hundred times that is weights that blew up (a learning rate far too high), not slow learning.
+DIVERGED_LOSS = 100 * math.log(len(CLASS_NAMES))
+
+
+class Diverged(RuntimeError):
+    """The loss became NaN, infinite, or exploded: training cannot produce a model."""
+
+
+def check_loss(name: str, value: float, epoch: int, lr: float) -> None:
+    """Stop a run whose epoch ended with a loss that is not finite, or exploded.
+
+    Raises:
+        Diverged: names the epoch, the learning rate and the loss.
+    """
+    if math.isfinite(value) and value <= DIVERGED_LOSS:
+        return
+    raise Diverged(
+        f"training diverged in epoch {epoch} with --lr {lr:g}: {name} {value:.4g} "
+        f"(a uniform guess: {math.log(len(CLASS_NAMES)):.2f}); try a smaller --lr"
+    )
 
 
 class Trainer:
@@ -84,13 +107,20 @@ class Trainer:
         torch.set_rng_state(state["rng"])
         self.epoch, self.history = state["epoch"], state["history"]
         self._log(f"resumed from checkpoint after epoch {self.epoch}")
+        if self.history:  # what the run stands at, for a reader of this log alone (Katib)
+            last = self.history[-1]
+            self._log(format_metric_line(last["accuracy"], last["loss"]))
 
     def _log(self, message: str) -> None:
         if self.context.is_main:
             print(message, flush=True)
 
     def run_epoch(self, epoch: int) -> float:
-        """Train one epoch on this rank's shard; return the mean training loss."""
+        """Train one epoch on this rank's shard; return the mean training loss of all ranks.
+
+        Reading the loss is the epoch's one wait for the device; every rank gets the same
+        value, so every rank stops together when it diverged.
+        """
         self.ddp.train()
         self.sampler.set_epoch(epoch)
         generator = None
@@ -103,7 +133,8 @@ class Trainer:
         progress = Progress(self._log, epoch, len(self.train_y))
         steps = self.train_steps(order, flips, progress)
         progress.flush()
-        return self.step.loss_sum.item() / max(steps, 1)
+        loss_sum = all_reduce_sum(self.step.loss_sum.detach().double(), self.context).item()
+        return loss_sum / max(steps * self.context.world_size, 1)
 
     def train_steps(self, order: torch.Tensor, flips: torch.Tensor | None, progress) -> int:
         """The step loop; on a GPU nothing in it waits for the device. Returns the steps."""
@@ -154,7 +185,9 @@ class Trainer:
             self.epoch += 1
             started = time.perf_counter()
             train_loss = self.run_epoch(self.epoch)
+            check_loss("mean training loss", train_loss, self.epoch, self.config.lr)
             accuracy, loss = self.evaluate()
+            check_loss("test loss", loss, self.epoch, self.config.lr)
             self.history.append(
                 {
                     "epoch": self.epoch,

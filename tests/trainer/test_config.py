@@ -56,7 +56,10 @@ def test_reference_mnist_py_flags_parse():
     [
         (["--epochs", "0"], "--epochs must be an integer >= 1"),
         (["--batch-size", "-4"], "--batch-size must be an integer >= 1"),
-        (["--lr", "0"], "--lr must be a number > 0"),
+        (["--lr", "0"], "--lr must be a finite number > 0"),
+        (["--lr", "inf"], "--lr must be a finite number > 0"),
+        (["--lr", "nan"], "--lr must be a finite number > 0"),
+        (["--weight-decay", "inf"], "--weight-decay must be a finite number >= 0"),
         (["--momentum", "1.5"], r"--momentum must be in \[0, 1\)"),
         (["--optimizer", "rmsprop"], "argument --optimizer: invalid choice: 'rmsprop'"),
         (["--train-limit", "0"], "--train-limit must be an integer >= 1"),
@@ -70,7 +73,9 @@ def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
     with pytest.raises(SystemExit) as caught:
         parse_args(argv)
     assert caught.value.code == 2
-    assert re.search(message, capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert re.search(message, err)
+    assert len(err.splitlines()) == 1, err  # one line, no usage block
 
 
 def test_config_checks_ranges_directly():
