@@ -1,6 +1,8 @@
 """Run a sweep on this machine: each trial is a ``torchrun -m trainer`` subprocess.
 
-Trial ``t`` writes its model, checkpoints and log under ``<out_dir>/<t>/``.
+Trial ``t`` writes its model, checkpoints and log under ``<out_dir>/<t>/``. A sweep starts
+afresh, removing the trials an earlier sweep left in ``<out_dir>``, unless it resumes them:
+then each trial continues from its checkpoint (one that is complete only reports again).
 
 The trial's stdout is read the way Katib's StdOut collector reads the master pod's log
 (``trainer.metrics.parse_observations`` with our filter), each metric keeps the value of
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import time
 from collections import deque
@@ -22,7 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from components.runtime.local_train import torchrun_command
+from components.runtime.local_train import failure_reason, torchrun_command
 from components.specs.pods import TrainerFlags
 from components.specs.sweep import Sweep, Trial, grid_points, parameter_values, rank_trials
 from trainer.metrics import katib_latest, parse_observations
@@ -97,6 +100,11 @@ def observe(stdout: str) -> dict[str, float]:
     return {name: value for name, value in latest.items() if value is not None}
 
 
+def earlier_trials(out_dir: Path) -> list[Path]:
+    """The trial directories (model, checkpoints, log) an earlier sweep left in ``out_dir``."""
+    return sorted(Path(out_dir).glob("trial-*/"))
+
+
 def run_trial(
     trial: Trial, base: TrainerFlags, out_dir: Path, nproc_per_node: int = 1, threads: int = 1
 ) -> Trial:
@@ -116,17 +124,12 @@ def run_trial(
     log.write_text(done.stdout + done.stderr)
     trial.metrics = observe(done.stdout)
     if done.returncode != 0:
-        trial.status, trial.message = "Failed", _last_line(done.stderr)
+        trial.status, trial.message = "Failed", failure_reason(done.stdout + done.stderr)
     elif "accuracy" not in trial.metrics:
         trial.status = "MetricsUnavailable"
     else:
         trial.status = "Succeeded"
     return trial
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 def stop_reason(trials: list[Trial], config: Sweep) -> str | None:
@@ -146,12 +149,17 @@ def run_sweep(
     out_dir: Path,
     nproc_per_node: int = 1,
     on_trial: Callable[[Trial], None] | None = None,
+    resume: bool = False,
 ) -> SweepResult:
     """Run the sweep with at most ``config.parallel_trials`` trials at once.
 
     ``on_trial`` is called with each trial when it starts and when it ends. The CPU
-    threads are shared out between the processes that run at once.
+    threads are shared out between the processes that run at once. ``resume`` continues
+    each trial from the checkpoint an earlier sweep left; otherwise trials start afresh.
     """
+    if not resume:
+        for trial_dir in earlier_trials(out_dir):
+            shutil.rmtree(trial_dir)
     pending = deque(Trial(f"trial-{i + 1}", point) for i, point in enumerate(suggest(config)))
     threads = max(1, (os.cpu_count() or 1) // (config.parallel_trials * nproc_per_node))
     started: list[Trial] = []

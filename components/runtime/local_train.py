@@ -1,18 +1,21 @@
 """Train on this machine: ``torchrun --standalone --nproc-per-node N -m trainer`` as a subprocess.
 
 The same trainer flags as the cluster's job, with all ``workers * nproc_per_node``
-processes on one node (gloo on CPU). The trainer's output streams into the step's log; a
-non-zero exit or the timeout fails the step with the output's tail.
+processes on one node (gloo on CPU; one CUDA GPU each when the job asks for GPUs, which
+this machine must have). The trainer's output streams into the step's log; a non-zero
+exit or the timeout fails the step with the reason and the output's tail.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +24,72 @@ from components.specs.params import TrainingJob
 from components.specs.pods import TrainerFlags, WorkPaths
 
 STOP_GRACE_SECONDS = 40  # torchrun gives its workers 30 s to stop after SIGTERM
+# The trainer's one-line errors ("trainer: error: ...", argparse's "python -m trainer: error:").
+_TRAINER_ERROR = re.compile(r"trainer: error: .*")
+# The last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ...".
+_EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?((?:\w+\.)*\w+(?:Error|Exception)\b.*)")
+# Lines of torchrun's report on a failed worker that say nothing about this failure.
+_TORCHRUN_REPORT = re.compile(
+    r"ChildFailedError|^\s*error_file\s*:|^\s*traceback\s*: To enable traceback"
+)
+
+
+class GpusMissing(ValueError):
+    """The job asks for more CUDA GPUs than this machine has."""
+
+
+def missing_gpus(job: TrainingJob) -> str | None:
+    """What is missing for the job's GPUs here (one per process), or None when nothing is."""
+    if not job.gpus_per_worker:
+        return None
+    import torch
+
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    needed = job.workers * job.gpus_per_worker
+    if visible >= needed:
+        return None
+    return (
+        f"--gpus-per-worker {job.gpus_per_worker} with --workers {job.workers} needs "
+        f"{needed} CUDA GPU(s) on this machine, and torch sees {visible}"
+    )
+
+
+def local_job(job: TrainingJob, cpu_fallback: bool, warn: Callable[[str], None]) -> TrainingJob:
+    """The job as this machine can run it: the CPU instead of missing GPUs only if allowed.
+
+    ``warn`` is told when the job falls back to the CPU.
+
+    Raises:
+        GpusMissing: the GPUs are not there and ``cpu_fallback`` is off.
+    """
+    missing = missing_gpus(job)
+    if missing is None:
+        return job
+    if not cpu_fallback:
+        raise GpusMissing(f"{missing}; --cpu-fallback trains on the CPU instead")
+    warn(f"{missing}: training on the CPU instead (--cpu-fallback)")
+    return replace(job, gpus_per_worker=0)
+
+
+def failure_reason(output: str) -> str:
+    """Why a trainer run failed, in one line of its output.
+
+    The trainer's own error line if there is one, else the last exception a traceback
+    ended with, else the last line that says anything (not torchrun's ``====`` rules).
+    """
+    lines = [line.strip() for line in output.splitlines()]
+    errors = [found.group(0) for line in lines if (found := _TRAINER_ERROR.search(line))]
+    if errors:
+        return errors[-1]
+    exceptions = [
+        found.group(1)
+        for line in lines
+        if (found := _EXCEPTION.match(line)) and not _TORCHRUN_REPORT.search(line)
+    ]
+    if exceptions:
+        return exceptions[-1]
+    said = [line for line in lines if re.search(r"\w", line) and not _TORCHRUN_REPORT.search(line)]
+    return said[-1] if said else ""
 
 
 def torchrun_command(flags: TrainerFlags, processes: int) -> list[str]:
@@ -38,7 +107,7 @@ def torchrun_command(flags: TrainerFlags, processes: int) -> list[str]:
 
 
 def local_flags(job: TrainingJob, paths: WorkPaths) -> TrainerFlags:
-    """The cluster job's flags, on CPU unless the job asks for GPUs."""
+    """The cluster job's flags, on CPU unless the job asks for GPUs (see ``missing_gpus``)."""
     return replace(TrainerFlags.for_job(job, paths), no_cuda=not job.gpus_per_worker)
 
 
@@ -48,14 +117,18 @@ def run_local_training(
     """Train into ``model_dir`` from the packed data in ``dataset_dir``.
 
     Raises:
-        RuntimeError: torchrun exited non-zero or ran past ``job.timeout_seconds``.
+        RuntimeError: the job's GPUs are not here, or torchrun exited non-zero or ran past
+            ``job.timeout_seconds``.
     """
+    missing = missing_gpus(job)
+    if missing:
+        raise RuntimeError(f"{missing}: nothing was trained")
     paths = WorkPaths(
         Path(dataset_dir), Path(model_dir), WorkPaths.under(workspace_path).checkpoints
     )
     command = torchrun_command(local_flags(job, paths), job.processes)
     print("running", " ".join(command[1:]), flush=True)
-    tail = deque(maxlen=LOG_TAIL_LINES)
+    tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -67,10 +140,12 @@ def run_local_training(
     timed_out = threading.Event()
     timer = threading.Timer(job.timeout_seconds, _stop, (process, timed_out))
     timer.start()
+    error_line = ""  # the trainer's last error line, which torchrun's report may push out
     try:
         for line in process.stdout:
             print(line, end="", flush=True)
             tail.append(line.rstrip("\n"))
+            error_line = line if _TRAINER_ERROR.search(line) else error_line
         code = process.wait()
     finally:
         timer.cancel()
@@ -81,7 +156,9 @@ def run_local_training(
             "Last lines:\n" + "\n".join(tail)
         )
     if code != 0:
-        raise RuntimeError(f"torchrun exited with code {code}. Last lines:\n" + "\n".join(tail))
+        last = "\n".join(tail)
+        reason = failure_reason(error_line + last)
+        raise RuntimeError(f"torchrun exited with code {code}: {reason}. Last lines:\n{last}")
 
 
 def _stop(process: subprocess.Popen, timed_out: threading.Event | None = None) -> None:

@@ -51,6 +51,12 @@ def register(subparsers) -> None:
         "as log.txt has it",
     )
     parser.add_argument(
+        "--cpu-fallback",
+        action="store_true",
+        help="train on the CPU when --gpus-per-worker asks for GPUs this machine lacks "
+        "(default: refuse)",
+    )
+    parser.add_argument(
         "--fail-on-gate",
         action="store_true",
         help=f"exit with code {GATE_NOT_PASSED} when the accuracy is below --min-accuracy (for CI)",
@@ -67,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         0; 1 if a step failed; GATE_NOT_PASSED with ``--fail-on-gate`` below the gate.
     """
     sets = [set_from_args(args, parameter_set) for parameter_set, _ in SETS]
+    local_sets = [sets[0], local_training_job(sets[1], args.cpu_fallback), sets[2]]
     run_dir = (args.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")).resolve()
     if run_dir.exists() and not run_dir.is_dir():
         raise UsageError(f"--run-dir {args.run_dir} is a file, not a directory")
@@ -78,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     with log_path.open("w") as log:
         output = RunOutput(log, sys.stdout, sets[1].epochs)
         try:
-            outputs = run_pipeline(sets, run_dir, output, verbose=args.verbose)
+            outputs = run_pipeline(local_sets, run_dir, output, verbose=args.verbose)
         except RuntimeError as exc:
             print_failure(output, exc, log_path)
             return 1
@@ -91,6 +98,19 @@ def run(args: argparse.Namespace) -> int:
     rows = summary_rows(outputs, serving, passed, report, metrics, manifests, log_path)
     print_summary(rows, time.monotonic() - started)
     return GATE_NOT_PASSED if args.fail_on_gate and not passed else 0
+
+
+def local_training_job(job: TrainingJob, cpu_fallback: bool) -> TrainingJob:
+    """The job as this machine runs it: GPUs it lacks are an error, or the CPU if allowed."""
+    from components.runtime.local_train import local_job
+
+    def warn(text: str) -> None:
+        print(f"fmnist run: {text}", file=sys.stderr, flush=True)
+
+    try:
+        return local_job(job, cpu_fallback, warn)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def check_raw_data(data_dir: Path | None) -> Path:

@@ -78,6 +78,18 @@ def register(subparsers) -> None:
         type=Path,
         help="trials write model, checkpoints, log here (default: build/sweeps/NAME)",
     )
+    local.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the trials an earlier sweep left in --out-dir from their checkpoints "
+        "(default: remove them and start afresh)",
+    )
+    local.add_argument(
+        "--cpu-fallback",
+        action="store_true",
+        help="train on the CPU when --gpus-per-worker asks for GPUs this machine lacks "
+        "(default: refuse)",
+    )
     add_set_flags(parser, Sweep, "search space and budget")
     add_set_flags(parser, TrainingJob, "training job of every trial", exclude=SEARCHED)
     add_set_flags(parser, DataSlice, "data (--local, and what --apply stages)")
@@ -121,6 +133,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     sweep, job = sweep_from_args(args), set_from_args(args, TrainingJob)
     if args.mode == "local":
         return run_local(sweep, job, set_from_args(args, DataSlice), args)
+    for name in ("resume", "cpu_fallback"):
+        if getattr(args, name):
+            raise UsageError(f"--{name.replace('_', '-')} is for --local only")
     if args.mode == "render":
         from pipelines.commands.render import GENERATIONS, dump_yaml, experiment_for
 
@@ -233,16 +248,28 @@ def local_flags(job: TrainingJob, data: DataSlice, args: argparse.Namespace, out
 
 def run_local(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namespace) -> int:
     """Run the trials here; print each as it starts and ends, then the ranked table."""
-    from components.runtime.local_sweep import run_sweep, suggest
+    from components.runtime.local_sweep import earlier_trials, run_sweep, suggest
+    from components.runtime.local_train import local_job
     from components.specs.sweep import rank_trials, trial_table
 
     try:
         suggest(sweep)
-    except ValueError as exc:
+        job = local_job(job, args.cpu_fallback, warn=print_warning)
+    except ValueError as exc:  # an algorithm Katib must run, GPUs that are not here
         raise UsageError(str(exc)) from None
+    if args.resume and sweep.algorithm == "random" and sweep.seed is None:
+        raise UsageError("--resume with --algorithm random needs the earlier sweep's --seed")
     out_dir = args.out_dir or Path("build/sweeps") / args.name
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out-dir {out_dir} is a file, not a directory")
     base = local_flags(job, data, args, out_dir)
-    result = run_sweep(sweep, base, out_dir, job.processes, on_trial=print_trial)
+    earlier = earlier_trials(out_dir)
+    if earlier:
+        what = "resuming" if args.resume else "removing (--resume continues them)"
+        print(f"{out_dir}: {what} the {len(earlier)} trial(s) of an earlier sweep", flush=True)
+    result = run_sweep(
+        sweep, base, out_dir, job.processes, on_trial=print_trial, resume=args.resume
+    )
     ranked = rank_trials(result.trials)
     others = [trial for trial in result.trials if trial not in ranked]
     print(f"\nsweep {result.status.lower()}: {result.reason}")
@@ -252,6 +279,11 @@ def run_local(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Na
         return 1
     print_best(result.best, out_dir / result.best.name / "model")
     return 0 if result.status == "Succeeded" else 1
+
+
+def print_warning(text: str) -> None:
+    """A note on stderr that the sweep runs otherwise than asked."""
+    print(f"fmnist sweep: {text}", file=sys.stderr, flush=True)
 
 
 def print_trial(trial) -> None:

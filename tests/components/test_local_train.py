@@ -54,7 +54,20 @@ def test_a_trainer_that_cannot_find_its_data_fails_the_step_with_its_output(tmp_
     empty.mkdir()
     with pytest.raises(RuntimeError, match="torchrun exited with code 1") as error:
         run_step(tmp_path, empty)
-    assert "not-a-dataset: FashionMNIST raw files missing" in str(error.value)
+    first, *rest = str(error.value).splitlines()
+    assert first.startswith(f"torchrun exited with code 1: trainer: error: {empty}: FashionMNIST ")
+    assert first.endswith(". Last lines:") and "ChildFailedError" in "\n".join(rest)
+
+
+def test_a_job_that_asks_for_gpus_this_machine_lacks_fails_before_torchrun(tmp_path, capsys):
+    """The default tier has no CUDA: the step refuses instead of training on the CPU."""
+    with pytest.raises(RuntimeError) as error:
+        run_step(tmp_path, tmp_path, gpus_per_worker=1)
+    assert str(error.value) == (
+        "--gpus-per-worker 1 with --workers 1 needs 1 CUDA GPU(s) on this machine, and torch "
+        "sees 0: nothing was trained"
+    )
+    assert "running" not in capsys.readouterr().out  # torchrun never started
 
 
 @pytest.mark.slow

@@ -115,6 +115,37 @@ def test_trial_command_is_torchrun_with_the_trial_values():
     ]
 
 
+DIVERGED = (
+    "trainer: error: training diverged in epoch 2 with --lr 0.05: mean training loss nan "
+    "(a uniform guess: 2.30); try a smaller --lr\n"
+)
+# What torchrun 2.9 prints on stderr after a worker exited 1 (shortened).
+TORCHRUN_REPORT = """\
+E1201 09:55:04.025000 21582 torch/distributed/elastic/multiprocessing/api.py:1002] failed \
+(exitcode: 1) local_rank: 0 (pid: 21646) of binary: /venv/bin/python
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 386, in \
+launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+trainer FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_09:55:04
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 21646)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
 @pytest.fixture
 def fake_trainer(monkeypatch):
     """``subprocess.run`` for trial commands: accuracy = 0.5 + lr, or a scripted failure.
@@ -122,6 +153,7 @@ def fake_trainer(monkeypatch):
     Set ``state["meet"]`` to a ``threading.Barrier``: each trial then waits there for another.
     """
     state = {"running": 0, "peak": 0, "commands": [], "fail": set(), "silent": set()}
+    state["diverge"] = set()  # these print a fine first epoch, then torchrun's failure report
     lock = threading.Lock()
 
     def run(command, **kwargs):
@@ -136,6 +168,9 @@ def fake_trainer(monkeypatch):
             state["running"] -= 1
         if lr in state["fail"]:
             return subprocess.CompletedProcess(command, 1, "", "boom\ntrainer: error: bad\n")
+        if lr in state["diverge"]:
+            out = format_metric_line(0.99, 0.1) + "\n"
+            return subprocess.CompletedProcess(command, 1, out, DIVERGED + TORCHRUN_REPORT)
         out = "" if lr in state["silent"] else format_metric_line(0.5 + lr, 1 - lr)
         return subprocess.CompletedProcess(command, 0, out + "\n", "")
 
@@ -193,3 +228,45 @@ def test_stop_reason_follows_katib():
     failed = Trial("b", {}, "Failed")
     assert stop_reason([failed], Sweep(max_failed_trials=1)) == "max failed trial count reached"
     assert stop_reason([done], Sweep(max_failed_trials=0)) is None  # 0 failures never stop
+
+
+def test_a_failed_trial_shows_the_trainers_reason_and_is_never_the_best(fake_trainer, tmp_path):
+    """A trial that reported a fine epoch and then diverged: Failed, with the trainer's line."""
+    fake_trainer["diverge"].add(0.05)
+    result = run_sweep(grid(epochs_max=1, max_trials=2), BASE, tmp_path)
+    failed = result.trials[1]
+    assert (failed.status, failed.metrics["accuracy"]) == ("Failed", 0.99)
+    assert failed.message == DIVERGED.strip()
+    assert result.best.name == "trial-1" and result.best.accuracy == 0.51
+    assert (tmp_path / "trial-2" / "log.txt").read_text().endswith(TORCHRUN_REPORT)  # all of it
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        (TORCHRUN_REPORT, "exitcode  : 1 (pid: 21646)"),  # a worker that said nothing
+        ("  traceback : Signal 9 (SIGKILL) received by PID 7\n====\n", "traceback : Signal 9"),
+        ("[rank0]: Traceback\n[rank0]: MemoryError: out\n" + TORCHRUN_REPORT, "MemoryError: out"),
+        ("python -m trainer: error: --lr must be ... (see --help)\n", "trainer: error: --lr must"),
+        ("Killed\n=====\n", "Killed"),
+        ("", ""),
+    ],
+)
+def test_failure_reason_is_the_last_meaningful_line(output, reason):
+    from components.runtime.local_train import failure_reason
+
+    assert failure_reason(output).startswith(reason)
+
+
+def test_a_sweep_starts_afresh_unless_it_resumes(fake_trainer, tmp_path):
+    """An earlier sweep's trials (checkpoints, models, logs) are removed, or kept for --resume."""
+    for name in ("trial-1", "trial-7"):
+        (tmp_path / name / "checkpoints").mkdir(parents=True)
+        (tmp_path / name / "checkpoints" / "checkpoint.pt").write_bytes(b"earlier")
+    (tmp_path / "data").mkdir()  # the packed data is not a trial's
+    run_sweep(grid(epochs_max=1, max_trials=1, parallel_trials=1), BASE, tmp_path, resume=True)
+    assert (tmp_path / "trial-1" / "checkpoints" / "checkpoint.pt").read_bytes() == b"earlier"
+    assert (tmp_path / "trial-7").is_dir()
+    run_sweep(grid(epochs_max=1, max_trials=1, parallel_trials=1), BASE, tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "trial-1"]
+    assert [path.name for path in (tmp_path / "trial-1").iterdir()] == ["log.txt"]

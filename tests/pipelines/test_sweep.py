@@ -339,3 +339,115 @@ def test_apply_without_the_right_to_read_namespaces_skips_only_the_label_check(
     out, err = capsys.readouterr()
     assert "cannot read namespace team-a (403); not checking its Katib label" in out
     assert "is Katib installed?" in err  # it went on: staged the data, tried the Experiment
+
+
+TINY_LOCAL = [
+    "sweep",
+    "--local",
+    "--algorithm",
+    "grid",
+    "--epochs-min",
+    "1",
+    "--epochs-max",
+    "1",
+    "--workers",
+    "1",
+    "--train-limit",
+    "512",
+    "--test-limit",
+    "200",
+    "--parallel-trials",
+    "2",
+]
+
+
+def best_line(out: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith("best trial: "))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_local_sweep_reruns_afresh_and_resumes_when_asked(packed_small, tmp_path, capsys):
+    """The same sweep twice, then with --resume: each ends with the same best trial."""
+    grid = ["--lr-min", "0.002", "--lr-max", "0.004", "--lr-step", "0.002"]
+    argv = [*TINY_LOCAL, *grid, "--data-dir", str(packed_small), "--out-dir", str(tmp_path)]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert main(argv) == 0  # once "no trial reported accuracy": each trial resumed, silent
+    second = capsys.readouterr().out
+    assert f"{tmp_path}: removing (--resume continues them) the 2 trial(s)" in second
+    assert "resumed from checkpoint" not in (tmp_path / "trial-1" / "log.txt").read_text()
+    assert best_line(second) == best_line(first)
+    assert main([*argv, "--resume"]) == 0
+    third = capsys.readouterr().out
+    assert f"{tmp_path}: resuming the 2 trial(s) of an earlier sweep" in third
+    log = (tmp_path / "trial-1" / "log.txt").read_text()
+    assert "resumed from checkpoint after epoch 1" in log and "epoch 1 [" not in log
+    assert best_line(third) == best_line(first)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_diverged_trial_fails_with_its_reason_and_is_not_the_best(packed_small, tmp_path, capsys):
+    """lr 0.002 learns; lr 1000 blows the loss up in epoch 1 (it once 'succeeded' at 10 %)."""
+    grid = ["--lr-min", "0.002", "--lr-max", "1000.002", "--lr-step", "1000"]
+    argv = [*TINY_LOCAL, *grid, "--data-dir", str(packed_small), "--out-dir", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^trial-2 Failed in \d+ s: lr=1000 epochs=1: trainer: error: training diverged in "
+        r"epoch 1 with --lr 1000: mean training loss \S+ \(a uniform guess: 2.30\)",
+        out,
+        re.M,
+    ), out
+    assert re.search(r"^trial-2\s+1000\s+1\s+-\s+-\s+Failed", out, re.M)  # in the table
+    assert best_line(out).startswith("best trial: trial-1, accuracy ")
+    assert "ChildFailedError" in (tmp_path / "trial-2" / "log.txt").read_text()  # all of it
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--gpus-per-worker", "1"],
+            "--gpus-per-worker 1 with --workers 2 needs 2 CUDA GPU(s) on this machine, and torch "
+            "sees 0; --cpu-fallback trains on the CPU instead",
+        ),
+        (
+            ["--algorithm", "random", "--resume"],
+            "--resume with --algorithm random needs the earlier sweep's --seed",
+        ),
+        (["--out-dir", "{file}"], "--out-dir {file} is a file, not a directory"),
+    ],
+)
+def test_local_flags_that_cannot_run_here_stop_before_anything_runs(
+    tmp_path, capsys, flags, message
+):
+    """The default tier has no CUDA: a GPU asked for is refused, not silently the CPU."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    flags = [flag.format(file=a_file) for flag in flags]
+    out_dir = ["--out-dir", str(tmp_path / "out")] if "--out-dir" not in flags else []
+    assert main(["sweep", "--local", *GRID, *out_dir, *flags]) == 2
+    assert capsys.readouterr().err == f"fmnist sweep: error: {message.format(file=a_file)}\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_cpu_fallback_says_so_and_trains_on_the_cpu(packed_small, tmp_path, capsys):
+    grid = ["--lr-min", "0.002", "--lr-max", "0.002", "--lr-step", "0.002"]
+    argv = [*TINY_LOCAL, *grid, "--parallel-trials", "1", "--data-dir", str(packed_small)]
+    argv += ["--out-dir", str(tmp_path), "--gpus-per-worker", "1", "--cpu-fallback"]
+    assert main(argv) == 0
+    assert capsys.readouterr().err == (
+        "fmnist sweep: --gpus-per-worker 1 with --workers 1 needs 1 CUDA GPU(s) on this "
+        "machine, and torch sees 0: training on the CPU instead (--cpu-fallback)\n"
+    )
+    log = (tmp_path / "trial-1" / "log.txt").read_text()
+    assert "training on 1 process(es), device cpu" in log
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--cpu-fallback"])
+def test_local_only_flags_are_refused_elsewhere(capsys, flag):
+    assert main(["sweep", "--render", *GRID, flag]) == 2
+    assert capsys.readouterr().err == f"fmnist sweep: error: {flag} is for --local only\n"
