@@ -368,7 +368,9 @@ def require_text(value: str | None, flag_name: str, max_length: int = 0) -> None
         raise UsageError(f"{flag_name} must be 1 to {max_length} characters, got {len(value)}")
 
 
-def plan_from_args(args: argparse.Namespace, out_dir: Path, version) -> Plan:
+def plan_from_args(
+    args: argparse.Namespace, out_dir: Path, version: tuple[int, int] | None
+) -> Plan:
     """Check every flag that needs no server; compile (or read ``--package``) for ``version``.
 
     Args:
