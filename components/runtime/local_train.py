@@ -3,7 +3,8 @@
 The same trainer flags as the cluster's job, with all ``workers * nproc_per_node``
 processes on one node (gloo on CPU; one CUDA GPU each when the job asks for GPUs, which
 this machine must have). The trainer's output streams into the step's log; a non-zero
-exit or the timeout fails the step with the reason and the output's tail.
+exit or the timeout fails the step with the reason and the trainer's last lines (torchrun's
+own report on a failed worker, a traceback, stays in the log).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ STOP_GRACE_SECONDS = 40  # torchrun gives its workers 30 s to stop after SIGTERM
 _TRAINER_ERROR = re.compile(r"trainer: error: .*")
 # The last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ...".
 _EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?((?:\w+\.)*\w+(?:Error|Exception)\b.*)")
+# The first line of torchrun's report on a failed worker (a traceback of its own follows).
+_TORCHRUN_FAILED = re.compile(r"elastic/multiprocessing/api\.py:\d+\] failed \(exitcode")
 # Lines of torchrun's report on a failed worker that say nothing about this failure.
 _TORCHRUN_REPORT = re.compile(
     r"ChildFailedError|^\s*error_file\s*:|^\s*traceback\s*: To enable traceback"
@@ -140,12 +143,13 @@ def run_local_training(
     timed_out = threading.Event()
     timer = threading.Timer(job.timeout_seconds, _stop, (process, timed_out))
     timer.start()
-    error_line = ""  # the trainer's last error line, which torchrun's report may push out
+    reported = False  # torchrun's report began: the log has it, the error shows the trainer's
     try:
         for line in process.stdout:
             print(line, end="", flush=True)
-            tail.append(line.rstrip("\n"))
-            error_line = line if _TRAINER_ERROR.search(line) else error_line
+            reported = reported or bool(_TORCHRUN_FAILED.search(line))
+            if not reported:
+                tail.append(line.rstrip("\n"))
         code = process.wait()
     finally:
         timer.cancel()
@@ -157,8 +161,10 @@ def run_local_training(
         )
     if code != 0:
         last = "\n".join(tail)
-        reason = failure_reason(error_line + last)
-        raise RuntimeError(f"torchrun exited with code {code}: {reason}. Last lines:\n{last}")
+        reason = failure_reason(last)
+        raise RuntimeError(
+            f"torchrun exited with code {code}: {reason}. The trainer's last lines:\n{last}"
+        )
 
 
 def _stop(process: subprocess.Popen, timed_out: threading.Event | None = None) -> None:

@@ -55,8 +55,23 @@ def test_a_trainer_that_cannot_find_its_data_fails_the_step_with_its_output(tmp_
     with pytest.raises(RuntimeError, match="torchrun exited with code 1") as error:
         run_step(tmp_path, empty)
     first, *rest = str(error.value).splitlines()
-    assert first.startswith(f"torchrun exited with code 1: trainer: error: {empty}: FashionMNIST ")
-    assert first.endswith(". Last lines:") and "ChildFailedError" in "\n".join(rest)
+    reason = f"trainer: error: {empty}: FashionMNIST raw files missing: "
+    assert first.startswith(f"torchrun exited with code 1: {reason}")
+    assert first.endswith(". The trainer's last lines:")
+    assert rest[-1].startswith(reason)  # torchrun's report (a traceback) only in the log
+
+
+@pytest.mark.slow
+def test_training_that_diverges_fails_the_step_with_the_trainers_line(tmp_path, fashion_mnist_dir):
+    """``--lr 1000`` once gave a "model" at 10 % accuracy and a passing step."""
+    from trainer.data import pack
+
+    pack(tmp_path / "data", fashion_mnist_dir, train_limit=512, test_limit=200)
+    with pytest.raises(RuntimeError) as error:
+        run_step(tmp_path, tmp_path / "data", epochs=1, lr=1000.0)
+    reason = "trainer: error: training diverged in epoch 1 with --lr 1000: mean training loss"
+    assert str(error.value).startswith(f"torchrun exited with code 1: {reason}")
+    assert not (tmp_path / "model" / "model.pt").exists()
 
 
 def test_a_job_that_asks_for_gpus_this_machine_lacks_fails_before_torchrun(tmp_path, capsys):
