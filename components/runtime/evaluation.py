@@ -82,9 +82,10 @@ def evaluate_model_dir(model_dir: str, dataset_dir: str) -> tuple[Evaluation, di
                      predicted[offset].item())
                 )  # fmt: skip
     count = max(len(test), 1)
+    shown = sorted(wrong, key=_most_confident_first)[:MISTAKES_KEPT]
     mistakes = [
         Mistake(index, true, predicted, confidence, np.array(test.images[index]))
-        for confidence, index, true, predicted in sorted(wrong, reverse=True)[:MISTAKES_KEPT]
+        for confidence, index, true, predicted in shown
     ]
     result = Evaluation(
         float(np.trace(confusion)) / count,
@@ -94,6 +95,11 @@ def evaluate_model_dir(model_dir: str, dataset_dir: str) -> tuple[Evaluation, di
         mistakes,
     )
     return result, card.training
+
+
+def _most_confident_first(mistake: tuple) -> tuple:
+    confidence, index, *_ = mistake
+    return -confidence, index
 
 
 def run_facts(model_uri: str, dataset_dir: str, min_accuracy: float | None) -> RunFacts:

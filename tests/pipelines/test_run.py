@@ -22,7 +22,7 @@ import pytest
 import requests
 import yaml
 
-from pipelines.run_output import RunOutput
+from pipelines.run_output import ANSI_CODE, RunOutput
 
 REPO = Path(__file__).resolve().parents[2]
 SLICE = ("--epochs", "1", "--train-limit", "2000", "--test-limit", "500")
@@ -285,9 +285,7 @@ def test_run_output_shows_progress_and_keeps_everything_in_the_log():
         "train              epoch 2/3: test accuracy 0.7440, loss 0.7480 (20 s, about 10 s left)",
         "train              failed after 40.0 s",
     ]
-    assert log.getvalue() == RECORDED.replace("\x1b[0m", "").replace("\x1b[96m", "").replace(
-        "\x1b[95m", ""
-    ).replace("\x1b[92m", "").replace("\x1b[91m", "")
+    assert log.getvalue() == ANSI_CODE.sub("", RECORDED) and ANSI not in log.getvalue()
     assert output.failed_step == "train"
     assert output.failure() == (
         "RuntimeError: torchrun exited with code 1. Last lines:\n"
@@ -314,3 +312,24 @@ def test_a_failed_step_is_named_with_its_error_in_a_few_lines():
         "  - /place/2",
         "...",
     ]
+
+
+class Captured(io.StringIO):
+    """A captured stream that says whether it is a terminal."""
+
+    def __init__(self, terminal: bool):
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_verbose_shows_everything_with_colour_only_on_a_terminal(terminal):
+    from pipelines.commands.run import Tee
+
+    log, console = io.StringIO(), Captured(terminal)
+    Tee(log, console).write(RECORDED)
+    assert log.getvalue() == ANSI_CODE.sub("", RECORDED)
+    assert console.getvalue() == (RECORDED if terminal else log.getvalue())

@@ -143,6 +143,13 @@ RAW = "raw"  # the body is sent as these exact bytes (to write NaN, broken JSON,
 BAD_REQUESTS = [
     # (id, path, body, headers, part of the error message)
     ("v1-not-json", V1, (RAW, b"{instances"), {}, "Unrecognized request format"),
+    (
+        "v1-not-json-as-a-form",  # curl's -d without a content type
+        V1,
+        (RAW, b"{instances"),
+        {"content-type": "application/x-www-form-urlencoded"},
+        "request body is not valid JSON",
+    ),
     ("v1-nan", V1, (RAW, b'{"instances": [[NaN]]}'), {}, "Unrecognized request format"),
     ("v1-list-body", V1, [[0] * 784], {}, "expected a JSON object"),
     ("v1-missing-instances", V1, {"inputs": []}, {}, "instances"),
