@@ -32,8 +32,7 @@ def gate_sentence(accuracy: float, min_accuracy: float | None) -> str:
         return "No gate was given."
     if accuracy >= min_accuracy:
         return (
-            f"Passed: {accuracy:.2%} >= {min_accuracy:.2%} (min_accuracy); "
-            "the deploy step follows."
+            f"Passed: {accuracy:.2%} >= {min_accuracy:.2%} (min_accuracy); the deploy step follows."
         )
     return (
         f"Not passed: {accuracy:.2%} < {min_accuracy:.2%} (min_accuracy); "
