@@ -106,10 +106,10 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"])
         self.epoch, self.history = state["epoch"], state["history"]
-        self._log(f"resumed from checkpoint after epoch {self.epoch}")
-        if self.history:  # what the run stands at, for a reader of this log alone (Katib)
+        if self.history:  # where the run stands, for a reader of this log alone (Katib)
             last = self.history[-1]
             self._log(format_metric_line(last["accuracy"], last["loss"]))
+        self._log(f"resumed from checkpoint after epoch {self.epoch}")
 
     def _log(self, message: str) -> None:
         if self.context.is_main:
