@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from trainer.__main__ import main as trainer_main
 from trainer.train import DIVERGED_LOSS, Diverged, check_loss
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,9 +100,13 @@ def a_file(tmp_path):
         ("--data-dir", "{file}", "--data-dir {file}: is a file, not a directory"),
     ],
 )
-def test_unusable_paths_fail_before_training(packed_small, tmp_path, a_file, flag, value, message):
+def test_unusable_paths_fail_before_training(
+    packed_small, tmp_path, a_file, capsys, flag, value, message
+):
+    """``python -m trainer``'s main, in this process (the bad-input table runs it as one)."""
     names = {"file": a_file, "dir": tmp_path}
     args = ["--data-dir", str(packed_small), *TINY, "--epochs", "1", flag, value.format(**names)]
-    result = _trainer(args, timeout=120)
-    assert (result.returncode, result.stdout) == (2, "")  # nothing trained, not even started
-    assert result.stderr == f"trainer: error: {message.format(**names)}\n"
+    assert trainer_main(args) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing trained, not even started
+    assert err == f"trainer: error: {message.format(**names)}\n"
