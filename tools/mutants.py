@@ -345,7 +345,7 @@ def check_imports(root: Path) -> None:
 
 
 def run_tests(root: Path, tests: tuple[str, ...], run_timeout: float) -> tuple[str, str, float]:
-    """Run ``tests`` in ``root``: (outcome, first failing test or '', seconds)."""
+    """Run ``tests`` in ``root``: (outcome, the first failure's summary line or '', seconds)."""
     command = [sys.executable, "-m", "pytest", *tests, "-x", "-q", "-p", "no:cacheprovider"]
     command += ["-o", f"timeout={TEST_TIMEOUT}"]
     started = time.monotonic()
@@ -363,10 +363,15 @@ def run_tests(root: Path, tests: tuple[str, ...], run_timeout: float) -> tuple[s
     seconds = time.monotonic() - started
     if done.returncode == 0:
         return "passed", "", seconds
-    failed = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", done.stdout, re.MULTILINE)
+    failed = re.search(r"^(?:FAILED|ERROR) .*$", done.stdout, re.MULTILINE)
     if done.returncode in (1, 2) and failed:  # 1: a test failed; 2: interrupted by -x
-        return "failed", failed.group(1), seconds
+        return "failed", failed.group(0), seconds
     return "error", (done.stdout + done.stderr).strip().splitlines()[-1:][0], seconds
+
+
+def failed_test(summary: str) -> str:
+    """The test id of a ``FAILED <id> - <message>`` line."""
+    return re.sub(r"^(?:FAILED|ERROR) ", "", summary).split(" - ", 1)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -425,7 +430,7 @@ def run_mutant(root: Path, mutant: Mutant, run_timeout: float) -> tuple[str, str
     finally:
         (root / mutant.path).write_text(original)
     result = {"failed": "caught", "passed": "SURVIVED"}.get(outcome, outcome.upper())
-    detail = ", ".join(mutant.tests) if outcome == "passed" else failing
+    detail = ", ".join(mutant.tests) if outcome == "passed" else failed_test(failing)
     print(f"  {mutant.name}: {result} ({seconds:.0f} s)", flush=True)
     return mutant.name, result, seconds, detail
 
