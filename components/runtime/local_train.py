@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
 from components.runtime.logs import LOG_TAIL_LINES
 from components.specs.params import TrainingJob
 from components.specs.pods import TrainerFlags, WorkPaths
@@ -45,8 +47,6 @@ def missing_gpus(job: TrainingJob) -> str | None:
     """What is missing for the job's GPUs here (one per process), or None when nothing is."""
     if not job.gpus_per_worker:
         return None
-    import torch
-
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     needed = job.workers * job.gpus_per_worker
     if visible >= needed:
