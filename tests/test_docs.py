@@ -102,11 +102,11 @@ def transcripts() -> list[Transcript]:
 def runnable_here(transcript: Transcript) -> bool:
     """Whether the transcript needs nothing but this process: no server, no training.
 
-    That is every ``compile``, ``render`` and ``sweep --render``, and every one-line error,
-    which each command prints before it contacts anything.
+    That is every ``compile``, ``render``, ``sweep --render`` and ``--dry-run``, and every
+    one-line error, which each command prints before it contacts anything.
     """
     argv = argv_of(transcript.command)
-    offline = argv[0] in ("compile", "render") or "--render" in argv
+    offline = argv[0] in ("compile", "render") or "--render" in argv or "--dry-run" in argv
     error = len(transcript.output) == 1 and transcript.output[0].startswith("fmnist ")
     return (
         bool(transcript.output) and (offline or error) and transcript.command not in NEEDS_A_SERVER
@@ -115,7 +115,7 @@ def runnable_here(transcript: Transcript) -> bool:
 
 def test_the_guides_have_commands_and_transcripts():
     assert len(documented_commands()) >= 30
-    assert len([t for t in transcripts() if runnable_here(t)]) >= 5
+    assert len([t for t in transcripts() if runnable_here(t)]) >= 7
 
 
 @pytest.mark.parametrize(("where", "line"), documented_commands(), ids=lambda v: str(v)[:60])
