@@ -1,8 +1,56 @@
-"""Trainer test helpers: an evaluation of a saved model that shares no code with training."""
+"""Trainer test helpers: an evaluation of a saved model that shares no code with training,
+and the trainer started in two processes the way a PyTorchJob starts its pods."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def pytorchjob_ranks():
+    """``(args, timeout) -> [CompletedProcess of rank 0, of rank 1]``.
+
+    ``python -m trainer ARGS`` in two processes, each with the env a PyTorchJob pod gets
+    (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK) and no torchrun to stop a rank left behind.
+    """
+
+    def run(args: list[str], timeout: float) -> list[subprocess.CompletedProcess]:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = str(sock.getsockname()[1])
+        command = [sys.executable, "-m", "trainer", *args]
+        procs = [
+            subprocess.Popen(
+                command,
+                cwd=REPO,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={
+                    **os.environ,
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": port,
+                    "WORLD_SIZE": "2",
+                    "RANK": str(rank),
+                },
+            )
+            for rank in range(2)
+        ]
+        outputs = [proc.communicate(timeout=timeout) for proc in procs]
+        return [
+            subprocess.CompletedProcess(command, proc.returncode, out, err)
+            for proc, (out, err) in zip(procs, outputs, strict=True)
+        ]
+
+    return run
 
 
 @pytest.fixture(scope="session")

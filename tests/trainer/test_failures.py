@@ -6,9 +6,7 @@ turns it into NaN.
 """
 
 import math
-import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,12 +27,6 @@ ONE_LINE = re.compile(
 def _trainer(args, timeout):
     command = [sys.executable, "-m", "trainer", *args]
     return subprocess.run(command, cwd=REPO, text=True, capture_output=True, timeout=timeout)
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_a_loss_that_is_not_finite_or_exploded_stops_the_run():
@@ -69,35 +61,17 @@ def test_a_diverging_run_fails_in_its_first_epoch(packed_small, tmp_path, flags,
 
 
 @pytest.mark.slow
-def test_every_rank_stops_together(packed_small, tmp_path):
+def test_every_rank_stops_together(packed_small, tmp_path, pytorchjob_ranks):
     """Two gloo ranks as a PyTorchJob starts them (no launcher to stop a rank left behind).
 
     Both see the same all-rank loss, so both stop in epoch 1 and exit 1 themselves: a rank
     waiting in a collective for the other would run into the timeout instead.
     """
-    port = str(_free_port())
     args = ["--lr", "1000", "--data-dir", str(packed_small), "--model-dir", str(tmp_path / "m")]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "trainer", *args, *TINY],
-            cwd=REPO,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={
-                **os.environ,
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": port,
-                "WORLD_SIZE": "2",
-                "RANK": str(rank),
-            },
-        )
-        for rank in range(2)
-    ]
-    (_, rank0_err), (_, rank1_err) = [proc.communicate(timeout=120) for proc in procs]
-    assert [proc.returncode for proc in procs] == [1, 1], (rank0_err, rank1_err)
-    assert ONE_LINE.fullmatch(rank0_err.strip()), rank0_err  # rank 0 says it, once
-    assert "diverged" not in rank1_err
+    rank0, rank1 = pytorchjob_ranks([*args, *TINY], timeout=120)
+    assert [rank0.returncode, rank1.returncode] == [1, 1], (rank0.stderr, rank1.stderr)
+    assert ONE_LINE.fullmatch(rank0.stderr.strip()), rank0.stderr  # rank 0 says it, once
+    assert "diverged" not in rank1.stderr
     assert not (tmp_path / "m").exists()
 
 

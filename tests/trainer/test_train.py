@@ -85,41 +85,20 @@ def test_torchrun_two_ranks_gloo(packed_small, tmp_path):
 
 
 @pytest.mark.slow
-def test_pytorchjob_env_without_torchrun(packed_small, tmp_path):
+def test_pytorchjob_env_without_torchrun(packed_small, tmp_path, pytorchjob_ranks):
     """The env a PyTorchJob pod gets (MASTER_ADDR/PORT, WORLD_SIZE, RANK), two processes."""
-    port = str(_free_port())
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "trainer",
-                "--epochs",
-                "1",
-                "--data-dir",
-                str(packed_small),
-                "--model-dir",
-                str(tmp_path / "model"),
-                *SMALL,
-            ],
-            cwd=REPO,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={
-                **os.environ,
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": port,
-                "WORLD_SIZE": "2",
-                "RANK": str(rank),
-            },
-        )
-        for rank in range(2)
+    args = [
+        "--epochs",
+        "1",
+        "--data-dir",
+        str(packed_small),
+        "--model-dir",
+        str(tmp_path / "model"),
     ]
-    outs = [proc.communicate(timeout=300) for proc in procs]
-    assert [proc.returncode for proc in procs] == [0, 0], outs
-    assert outs[0][0].count("{metricName: accuracy") == 1
-    assert "{metricName" not in outs[1][0]  # only rank 0 reports
+    rank0, rank1 = pytorchjob_ranks([*args, *SMALL], timeout=300)
+    assert [rank0.returncode, rank1.returncode] == [0, 0], (rank0.stderr, rank1.stderr)
+    assert rank0.stdout.count("{metricName: accuracy") == 1
+    assert "{metricName" not in rank1.stdout  # only rank 0 reports
     assert (tmp_path / "model" / "model.pt").is_file()
 
 
