@@ -13,17 +13,10 @@ import argparse
 import sys
 
 from serving.defaults import DEVICES, MAX_BATCH_SIZE, MODEL_DIR, MODEL_NAME, NUM_THREADS
+from trainer.config import OneLineParser  # errors in one line: KServe's usage text is 25
 
 TRUE_WORDS = ("y", "yes", "t", "true", "on", "1")
 FALSE_WORDS = ("n", "no", "f", "false", "off", "0")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (KServe's usage text is 25 lines)."""
-
-    def error(self, message: str):
-        """Print ``<prog>: error: <message>`` and exit 2."""
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def true_or_false(text: str) -> bool:
