@@ -64,29 +64,36 @@ def evaluate_model_dir(model_dir: str, dataset_dir: str) -> tuple[Evaluation, di
 
     network, card = load_model_dir(model_dir)
     test = load_packed(dataset_dir).test
-    classes = len(card.class_names)
-    confusion = np.zeros((classes, classes), dtype=np.int64)
+    labels = np.asarray(test.labels, dtype=np.int64)
     loss_sum = 0.0
-    wrong = []  # (confidence, index, true, predicted) of every mistake
+    confidences, predictions = [], []  # the predicted class and its probability, per image
     with torch.inference_mode():
         for start in range(0, len(test), BATCH_SIZE):
             images = torch.tensor(test.images[start : start + BATCH_SIZE])
-            labels = torch.tensor(test.labels[start : start + BATCH_SIZE], dtype=torch.long)
             log_probs = network(normalize(images, card.pixel_mean, card.pixel_std))
-            loss_sum += F.nll_loss(log_probs, labels, reduction="sum").item()
+            batch_labels = torch.tensor(labels[start : start + BATCH_SIZE])
+            loss_sum += F.nll_loss(log_probs, batch_labels, reduction="sum").item()
             confidence, predicted = log_probs.exp().max(1)
-            np.add.at(confusion, (labels.numpy(), predicted.numpy()), 1)
-            for offset in (predicted != labels).nonzero().flatten().tolist():
-                wrong.append(
-                    (confidence[offset].item(), start + offset, labels[offset].item(),
-                     predicted[offset].item())
-                )  # fmt: skip
-    count = max(len(test), 1)
-    shown = sorted(wrong, key=_most_confident_first)[:MISTAKES_KEPT]
+            confidences.append(confidence.numpy())
+            predictions.append(predicted.numpy())
+    confidence = np.concatenate(confidences) if confidences else np.zeros(0, np.float32)
+    predicted = np.concatenate(predictions) if predictions else np.zeros(0, np.int64)
+    classes = len(card.class_names)
+    confusion = np.zeros((classes, classes), dtype=np.int64)
+    np.add.at(confusion, (labels, predicted), 1)
+    wrong = np.flatnonzero(predicted != labels)
+    shown = wrong[np.lexsort((wrong, -confidence[wrong]))][:MISTAKES_KEPT]  # ties: index order
     mistakes = [
-        Mistake(index, true, predicted, confidence, np.array(test.images[index]))
-        for confidence, index, true, predicted in shown
+        Mistake(
+            int(index),
+            int(labels[index]),
+            int(predicted[index]),
+            float(confidence[index]),
+            np.array(test.images[index]),
+        )
+        for index in shown
     ]
+    count = max(len(test), 1)
     result = Evaluation(
         float(np.trace(confusion)) / count,
         loss_sum / count,
@@ -95,11 +102,6 @@ def evaluate_model_dir(model_dir: str, dataset_dir: str) -> tuple[Evaluation, di
         mistakes,
     )
     return result, card.training
-
-
-def _most_confident_first(mistake: tuple) -> tuple:
-    confidence, index, *_ = mistake
-    return -confidence, index
 
 
 def run_facts(model_uri: str, dataset_dir: str, min_accuracy: float | None) -> RunFacts:
