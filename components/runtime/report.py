@@ -26,11 +26,16 @@ REPORTED_PARAMETERS = (  # of the trainer's config in model.json, in this order
 MISTAKE_SCALE = 3  # a 28x28 image is shown at 84x84 pixels
 
 
+def gate_passed(accuracy: float, min_accuracy: float | None) -> bool:
+    """Whether the deploy step follows (the pipeline's ``accuracy >= min_accuracy``)."""
+    return min_accuracy is None or accuracy >= min_accuracy
+
+
 def gate_sentence(accuracy: float, min_accuracy: float | None) -> str:
     """The accuracy gate's outcome in words."""
     if min_accuracy is None:
         return "No gate was given."
-    if accuracy >= min_accuracy:
+    if gate_passed(accuracy, min_accuracy):
         return (
             f"Passed: {accuracy:.2%} >= {min_accuracy:.2%} (min_accuracy); the deploy step follows."
         )
@@ -133,7 +138,7 @@ def html_report(result: Evaluation, training: dict, facts: RunFacts | None = Non
     )
     run = ""
     if facts is not None:
-        passed = facts.min_accuracy is None or result.accuracy >= facts.min_accuracy
+        passed = gate_passed(result.accuracy, facts.min_accuracy)
         facts_rows = "".join(
             f"<tr><th>{name}</th><td>{html.escape(str(value))}</td></tr>"
             for name, value in run_rows(facts, training)
