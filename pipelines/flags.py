@@ -97,7 +97,7 @@ def check_object_name(name: str, flag_name: str = "--name") -> str:
     return name
 
 
-def check_namespace(namespace: str | None) -> str | None:
+def check_namespace_name(namespace: str | None) -> str | None:
     """``--namespace``: unset, or a DNS-1123 label (at most 63 characters)."""
     if namespace is not None and not is_dns_label(namespace):
         raise UsageError(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from components.specs.names import is_dns_label
 from components.specs.params import Serving, TrainingJob
 from components.specs.sweep import Sweep
-from pipelines.flags import add_set_flags, check_namespace, check_object_name, set_from_args
+from pipelines.flags import add_set_flags, check_namespace_name, check_object_name, set_from_args
 
 RUN_ID = "RUN-ID"  # stands in for the pipeline run's id
 WORKSPACE_CLAIM = "RUN-NAME-kfp-workspace"  # the PVC KFP creates for a run's workspace
@@ -72,7 +72,7 @@ def _job_kind(api: str) -> Kind:
     def build(args: argparse.Namespace) -> dict:
         name, namespace = (
             check_object_name(args.job_name, "--job-name"),
-            check_namespace(args.namespace),
+            check_namespace_name(args.namespace),
         )
         job = set_from_args(args, TrainingJob)
         generation = GENERATIONS[getattr(args, "trainer_version", "v2.3")]
@@ -111,7 +111,7 @@ def _isvc_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _isvc(args: argparse.Namespace) -> dict:
-    namespace = check_namespace(args.namespace)
+    namespace = check_namespace_name(args.namespace)
     return inferenceservice_object(set_from_args(args, Serving), namespace, args.legacy)
 
 
@@ -135,7 +135,7 @@ def experiment_for(
 
 
 def _experiment(args: argparse.Namespace) -> dict:
-    name, namespace = check_object_name(args.name), check_namespace(args.namespace)
+    name, namespace = check_object_name(args.name), check_namespace_name(args.namespace)
     job, sweep = set_from_args(args, TrainingJob), set_from_args(args, Sweep)
     api = "trainjob" if job.job_api == "trainjob" else "pytorchjob"
     generation = GENERATIONS[args.trainer_version]
@@ -164,7 +164,7 @@ def karmada_object(args: argparse.Namespace) -> dict:
         raise UsageError(f"--cluster: each member cluster once, got {', '.join(names)}")
     return propagation_policy(
         name=args.policy_name,
-        namespace=check_namespace(args.namespace) or "kubeflow",
+        namespace=check_namespace_name(args.namespace) or "kubeflow",
         queue_name=args.queue_name,
         cluster_weights=dict(args.cluster),
         one_cluster_per_job=args.one_cluster_per_job,

@@ -18,7 +18,7 @@ from components.specs.sweep import Sweep
 from pipelines.cli import UsageError
 from pipelines.flags import (
     add_set_flags,
-    check_namespace,
+    check_namespace_name,
     check_object_name,
     check_pvc_name,
     set_from_args,
@@ -128,7 +128,7 @@ def sweep_command(args: argparse.Namespace) -> int:
     """Check the flags once, then render, apply, or run locally."""
     check_object_name(args.name)
     if args.mode != "local":
-        check_namespace(args.namespace)
+        check_namespace_name(args.namespace)
         check_pvc_name(args.workspace_pvc, "--workspace-pvc")
     sweep, job = sweep_from_args(args), set_from_args(args, TrainingJob)
     if args.mode == "local":
