@@ -29,7 +29,8 @@ from trainer.step import (
 
 # A uniform guess over the classes costs ln 10 = 2.3 nats; an epoch's mean training loss a
 # hundred times that is weights that blew up (a learning rate far too high), not slow learning.
-DIVERGED_LOSS = 100 * math.log(len(CLASS_NAMES))
+UNIFORM_GUESS_LOSS = math.log(len(CLASS_NAMES))
+DIVERGED_LOSS = 100 * UNIFORM_GUESS_LOSS
 
 
 class Diverged(RuntimeError):
@@ -46,7 +47,7 @@ def check_loss(name: str, value: float, epoch: int, lr: float) -> None:
         return
     raise Diverged(
         f"training diverged in epoch {epoch} with --lr {lr:g}: {name} {value:.4g} "
-        f"(a uniform guess: {math.log(len(CLASS_NAMES)):.2f}); try a smaller --lr"
+        f"(a uniform guess: {UNIFORM_GUESS_LOSS:.2f}); try a smaller --lr"
     )
 
 
