@@ -76,6 +76,16 @@ def set_from_args(args: argparse.Namespace, parameter_set, **overrides):
         raise usage_error(exc) from None
 
 
+def add_cpu_fallback_flag(parser) -> None:
+    """``--cpu-fallback`` of the commands that train here (``run``, ``sweep --local``)."""
+    parser.add_argument(
+        "--cpu-fallback",
+        action="store_true",
+        help="train on the CPU when --gpus-per-worker asks for GPUs this machine lacks "
+        "(default: refuse)",
+    )
+
+
 def usage_error(exc: ParamError, spelling=flag) -> UsageError:
     """The error of a bad value, naming the field(s) as the user gave them (``spelling``)."""
     names = " / ".join(spelling(name) for name in exc.name.split("/"))

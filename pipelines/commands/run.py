@@ -21,7 +21,7 @@ from pathlib import Path
 
 from components.specs.params import DataSlice, Serving, TrainingJob
 from pipelines.cli import UsageError
-from pipelines.flags import add_set_flags, set_from_args
+from pipelines.flags import add_cpu_fallback_flag, add_set_flags, set_from_args
 from pipelines.run_output import RunOutput, strip_ansi
 
 SETS = ((DataSlice, "data"), (TrainingJob, "training job"), (Serving, "gate and serving"))
@@ -50,12 +50,7 @@ def register(subparsers) -> None:
         help="show all of kfp's output (executor logs, every step's inputs and outputs), "
         "as log.txt has it",
     )
-    parser.add_argument(
-        "--cpu-fallback",
-        action="store_true",
-        help="train on the CPU when --gpus-per-worker asks for GPUs this machine lacks "
-        "(default: refuse)",
-    )
+    add_cpu_fallback_flag(parser)
     parser.add_argument(
         "--fail-on-gate",
         action="store_true",

@@ -17,6 +17,7 @@ from components.specs.params import DataSlice, TrainingJob
 from components.specs.sweep import Sweep
 from pipelines.cli import UsageError
 from pipelines.flags import (
+    add_cpu_fallback_flag,
     add_set_flags,
     check_namespace_name,
     check_object_name,
@@ -84,12 +85,7 @@ def register(subparsers) -> None:
         help="continue the trials an earlier sweep left in --out-dir from their checkpoints "
         "(default: remove them and start afresh)",
     )
-    local.add_argument(
-        "--cpu-fallback",
-        action="store_true",
-        help="train on the CPU when --gpus-per-worker asks for GPUs this machine lacks "
-        "(default: refuse)",
-    )
+    add_cpu_fallback_flag(local)
     add_set_flags(parser, Sweep, "search space and budget")
     add_set_flags(parser, TrainingJob, "training job of every trial", exclude=SEARCHED)
     add_set_flags(parser, DataSlice, "data (--local, and what --apply stages)")
