@@ -67,3 +67,36 @@ def _container_violations(container: dict, pod_context: dict) -> list[str]:
     if any(port.get("hostPort") for port in container.get("ports", [])):
         found.append(f"host ports: {name}")
     return found
+
+
+# The baseline profile's capabilities a container may add (check_capabilities_baseline.go).
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}  # fmt: skip
+
+
+def baseline_violations(pod: dict) -> list[str]:
+    """Every "baseline"-profile control ``pod`` (a PodSpec) breaks: what such a namespace refuses.
+
+    Baseline leaves the user alone (root is allowed) and forbids host namespaces, hostPath
+    volumes, privileged containers, added capabilities beyond its list, host ports and an
+    Unconfined seccomp profile.
+    """
+    found = [line for line in violations(pod) if line.startswith("host namespaces")]
+    for volume in pod.get("volumes", []):
+        if "hostPath" in volume:
+            found.append(f"hostPath volumes: {volume['name']}")
+    pod_seccomp = pod.get("securityContext", {}).get("seccompProfile", {})
+    for container in _containers(pod):
+        name, context = container["name"], container.get("securityContext", {})
+        if context.get("privileged"):
+            found.append(f"privileged: {name}")
+        added = set(context.get("capabilities", {}).get("add", [])) - BASELINE_CAPABILITIES
+        if added:
+            found.append(f"capabilities: {name} adds {sorted(added)}")
+        if any(port.get("hostPort") for port in container.get("ports", [])):
+            found.append(f"host ports: {name}")
+        if context.get("seccompProfile", pod_seccomp).get("type") == "Unconfined":
+            found.append(f"seccomp: {name} is Unconfined")
+    return found

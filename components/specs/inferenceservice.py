@@ -3,7 +3,10 @@
 A custom predictor: ``python -m serving`` from the serving image (KServe names the
 container ``kserve-container``), with ``STORAGE_URI`` pointing at the model on a PVC, which
 KServe's pod mutator mounts at /mnt/models (kserve v0.15.2 ``pkg/webhook/admission/pod/
-storage_initializer_injector.go``). The pod runs restricted. The deployment mode annotation
+storage_initializer_injector.go``). The pod runs restricted. With ``serving_gpus`` the
+predictor runs the network on CUDA (``--device=cuda``: an image without CUDA torch stops at
+start with a one-line error instead of holding an idle GPU) and tolerates the GPU nodes'
+taint, like the training pods. The deployment mode annotation
 is written in the naming the installed KServe understands: ``Standard``/``Knative`` from
 0.16 on, ``RawDeployment``/``Serverless`` before (kserve ``pkg/constants/constants.go`` at
 v0.15.2 and v0.16.0).
@@ -13,7 +16,12 @@ from __future__ import annotations
 
 from components.specs.kinds import INFERENCESERVICE
 from components.specs.params import LEGACY_DEPLOYMENT_MODES, Serving
-from components.specs.pods import container_security_context, pod_security_context, resources
+from components.specs.pods import (
+    GPU_TOLERATION,
+    container_security_context,
+    pod_security_context,
+    resources,
+)
 from serving.defaults import HTTP_PORT, MODEL_DIR
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
@@ -41,15 +49,18 @@ def inference_service(
 
     ``mode_annotation`` is the deployment mode as the cluster's KServe spells it.
     """
+    args = [
+        f"--model_name={serving.model_name}",
+        f"--model_dir={MODEL_DIR}",
+        f"--http_port={HTTP_PORT}",
+    ]
+    if serving.serving_gpus:
+        args.append("--device=cuda")
     container = {
         "name": PREDICTOR_CONTAINER,
         "image": serving.serving_image,
         "command": ["python", "-m", "serving"],
-        "args": [
-            f"--model_name={serving.model_name}",
-            f"--model_dir={MODEL_DIR}",
-            f"--http_port={HTTP_PORT}",
-        ],
+        "args": args,
         "env": [{"name": "STORAGE_URI", "value": uri}],
         "ports": [{"containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": resources(
@@ -61,16 +72,17 @@ def inference_service(
     if namespace:
         metadata["namespace"] = namespace
     metadata["annotations"] = {DEPLOYMENT_MODE_ANNOTATION: mode_annotation}
+    predictor = {
+        "minReplicas": serving.serving_min_replicas,
+        "maxReplicas": serving.serving_max_replicas,
+        "securityContext": pod_security_context(),
+        "containers": [container],
+    }
+    if serving.serving_gpus:
+        predictor["tolerations"] = [dict(GPU_TOLERATION)]
     return {
         "apiVersion": INFERENCESERVICE.api_version,
         "kind": INFERENCESERVICE.kind,
         "metadata": metadata,
-        "spec": {
-            "predictor": {
-                "minReplicas": serving.serving_min_replicas,
-                "maxReplicas": serving.serving_max_replicas,
-                "securityContext": pod_security_context(),
-                "containers": [container],
-            }
-        },
+        "spec": {"predictor": predictor},
     }

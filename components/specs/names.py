@@ -20,7 +20,12 @@ IMAGE_NAME_MAX = 255  # distribution/reference: the name part (before tag and di
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUANTITY = re.compile(r"(?P<number>\d+(\.\d*)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+_QUANTITY = re.compile(r"(?P<number>\d+(\.\d*)?|\.\d+)(?P<suffix>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+_SUFFIXES = {
+    "m": 1e-3,
+    **{suffix: 1000.0**power for power, suffix in enumerate("kMGTPE", start=1)},
+    **{suffix + "i": 1024.0**power for power, suffix in enumerate("KMGTPE", start=1)},
+}
 # An extended resource name: a DNS-subdomain prefix, "/", and a name (e.g. nvidia.com/gpu).
 _RESOURCE_NAME = re.compile(
     r"(?=.{1,253}/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+"
@@ -57,6 +62,14 @@ def is_quantity(text: object) -> bool:
     """A Kubernetes quantity above zero, such as ``2``, ``500m``, ``1.5``, ``4Gi``."""
     found = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
     return found is not None and float(found["number"]) > 0
+
+
+def quantity_value(text: str) -> float:
+    """A quantity accepted by ``is_quantity`` as a number: ``500m`` is 0.5, ``4Gi`` 4 * 2**30."""
+    found = _QUANTITY.fullmatch(text)
+    if found is None:
+        raise ValueError(f"not a Kubernetes quantity: {text!r}")
+    return float(found["number"]) * _SUFFIXES.get(found["suffix"], 1.0)
 
 
 def is_resource_name(text: object) -> bool:

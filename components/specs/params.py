@@ -267,6 +267,17 @@ class Serving(ParameterSet):
         )
         gpus = self.serving_gpus
         require(isinstance(gpus, int) and gpus >= 0, "serving_gpus", "an integer >= 0", gpus)
+        cpu_only = (
+            f"0 with the default serving_image {default_image('serving')}, which has CPU torch "
+            "only; to serve on GPUs, build images/serving.Dockerfile with a CUDA TORCH_INDEX "
+            "and pass it as serving_image"
+        )
+        require(
+            not gpus or self.serving_image != default_image("serving"),
+            "serving_gpus",
+            cpu_only,
+            gpus,
+        )
         timeout = self.serving_timeout_seconds
         require(timeout >= 1, "serving_timeout_seconds", "an integer >= 1", timeout)
 

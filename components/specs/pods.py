@@ -1,16 +1,31 @@
 """Pieces of every pod the project creates; pure functions returning plain dicts, no I/O.
 
-The trainer's command, resources, placement, restricted security, /dev/shm.
+The trainer's command, resources, placement, restricted security, /dev/shm, CPU threads.
 
 The training pods of both job kinds and the predictor are built from these, so they run
 the same command with the same volumes and pass the same Pod Security Standard.
+
+Who runs as whom: ``runAsNonRoot`` and ``runAsUser`` are set on our containers, never on
+the pod. A pod-level value binds every container that does not set its own
+(k8s.io/kubernetes v1.36.3 ``pkg/securitycontext/util.go``,
+``DetermineEffectiveSecurityContext``), and the kubelet refuses a container whose effective
+``runAsNonRoot`` is true and whose image runs as root (``pkg/kubelet/kuberuntime/
+security_context_others.go``, ``verifyRunAsNonRoot``). Controllers add such containers to
+our pods: the Training Operator's ``init-pytorch`` (kubeflow/training-operator v1.9.4
+``pkg/controller.v1/pytorch/initcontainer.go``, image ``alpine:3.10`` from
+``pkg/config/config.go``, no securityContext) and Katib's metrics collector (katib v0.19.0
+``pkg/webhook/v1beta1/pod/inject_webhook.go``, image built ``FROM alpine:3.15`` with no
+``USER``). k8s/training-operator and k8s/katib give those a restricted context where a
+namespace enforces "restricted".
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from components.specs.names import quantity_value
 from components.specs.params import TrainingJob
 
 # What the KFP driver mounts for dsl.WORKSPACE_PATH_PLACEHOLDER (kfp >= 2.14).
@@ -23,6 +38,7 @@ ISTIO_INJECT_LABEL = "sidecar.istio.io/inject"
 # The images' numeric user (images/*.Dockerfile): its group owns fresh PVCs (fsGroup).
 IMAGE_USER = 10001
 SHM_VOLUME = "dshm"
+THREADS_ENV = "OMP_NUM_THREADS"  # OpenMP's pool; the trainer's --num-threads sets torch's
 TRAINER_COMMAND = ["torchrun", "-m", "trainer"]  # torchrun reads the PET_* env of both job kinds
 
 
@@ -108,21 +124,53 @@ def volume_mount(name: str, mount_path: str) -> dict:
 
 
 def pod_security_context() -> dict:
-    """Pod Security Standard "restricted" at pod level, plus an fsGroup for fresh PVCs."""
+    """The pod-wide part of "restricted" (seccomp), and the group that owns fresh PVCs.
+
+    The kubelet gives a volume's root the fsGroup (group-writable) when it does not
+    have it yet (``OnRootMismatch``), so uid 10001 can write a fresh ``root:root 0755``
+    volume without a recursive walk over every file at each start. No ``runAsNonRoot``
+    here: it would bind the root containers controllers inject (see the module docstring).
+    """
     return {
-        "runAsNonRoot": True,
         "fsGroup": IMAGE_USER,
+        "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
 def container_security_context() -> dict:
-    """Pod Security Standard "restricted" at container level."""
+    """Pod Security Standard "restricted" for our own containers: the images' numeric user."""
     return {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
         "runAsNonRoot": True,
+        "runAsUser": IMAGE_USER,
     }
+
+
+def cpu_threads(job: TrainingJob) -> int | None:
+    """Intra-op threads per training process on a CPU node; None on GPU nodes.
+
+    Each process gets its share of the node's CPU limit, rounded down, at least 1: torch
+    otherwise starts one thread per core of the machine, not of the pod's limit.
+    """
+    if job.gpus_per_worker:
+        return None
+    return max(1, math.floor(quantity_value(job.cpu) / job.nproc_per_node))
+
+
+def bounded_args(job: TrainingJob, args: list[str]) -> list[str]:
+    """The trainer's ``args`` plus ``--num-threads`` on CPU nodes."""
+    threads = cpu_threads(job)
+    return list(args) if threads is None else [*args, f"--num-threads={threads}"]
+
+
+def bounded_env(job: TrainingJob, env: list[dict]) -> list[dict]:
+    """``env`` plus OMP_NUM_THREADS on CPU nodes, unless ``env`` sets it already."""
+    threads = cpu_threads(job)
+    if threads is None or any(item["name"] == THREADS_ENV for item in env):
+        return list(env)
+    return [*env, {"name": THREADS_ENV, "value": str(threads)}]
 
 
 def shm_volume(size: str) -> dict:

@@ -27,6 +27,8 @@ from components.specs.params import TrainingJob
 from components.specs.pods import (
     ISTIO_INJECT_LABEL,
     Placement,
+    bounded_args,
+    bounded_env,
     job_resources,
     pod_security_context,
     trainer_container,
@@ -48,13 +50,20 @@ def kueue_labels(job: TrainingJob) -> dict[str, str]:
 
 
 def pod_template(job: TrainingJob, args: list[str], placement: Placement) -> dict:
-    """One replica's pod: the ``pytorch`` container, restricted, without an Istio sidecar."""
+    """One replica's pod: the ``pytorch`` container, restricted, without an Istio sidecar.
+
+    On CPU nodes torch's threads are bounded by the CPU limit (``cpu_threads``).
+    """
     container = trainer_container(
-        training.PYTORCHJOB_CONTAINER, job.trainer_image, args, job_resources(job)
+        training.PYTORCHJOB_CONTAINER,
+        job.trainer_image,
+        bounded_args(job, args),
+        job_resources(job),
     )
     container["ports"] = [{"name": "pytorchjob-port", "containerPort": MASTER_PORT}]
-    if placement.env:
-        container["env"] = list(placement.env)
+    env = bounded_env(job, placement.env)
+    if env:
+        container["env"] = env
     if placement.volume_mounts:
         container["volumeMounts"] = list(placement.volume_mounts)
     spec = {"securityContext": pod_security_context(), "containers": [container]}

@@ -4,7 +4,8 @@ It refers to a ClusterTrainingRuntime (``torch-distributed`` by default) and set
 trainer: image, ``torchrun -m trainer`` with our flags, ``numNodes`` = workers,
 ``numProcPerNode`` (always an int: v2.1 resolves ``auto`` to the CPU count on CPU nodes,
 kubeflow/trainer v2.1.0 ``pkg/runtime/framework/plugins/torch/torch.go``) and the
-resources per node. Pod-level settings (volumes, /dev/shm, tolerations, node selector,
+resources per node (on CPU nodes with torch's threads bounded by the CPU limit, as in the
+PyTorchJob). Pod-level settings (volumes, /dev/shm, tolerations, node selector,
 restricted security) reach the pods differently in the two generations in use:
 
 - ``v2.1`` (Kubeflow 1.11.0): ``spec.podTemplateOverrides``; it has no
@@ -26,6 +27,8 @@ from components.specs.pods import (
     ISTIO_INJECT_LABEL,
     TRAINER_COMMAND,
     Placement,
+    bounded_args,
+    bounded_env,
     container_security_context,
     job_resources,
     pod_security_context,
@@ -83,13 +86,14 @@ def _trainer(job: TrainingJob, args: list[str], placement: Placement) -> dict:
     trainer = {
         "image": job.trainer_image,
         "command": list(TRAINER_COMMAND),
-        "args": list(args),
+        "args": bounded_args(job, args),
         "numNodes": job.workers,
         "numProcPerNode": job.nproc_per_node,
         "resourcesPerNode": job_resources(job),
     }
-    if placement.env:
-        trainer["env"] = list(placement.env)
+    env = bounded_env(job, placement.env)
+    if env:
+        trainer["env"] = env
     return trainer
 
 

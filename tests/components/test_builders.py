@@ -48,15 +48,18 @@ WORKSPACE = Placement(
     volumes=[pvc_volume("kfp-workspace", "run-1-kfp-workspace")],
     volume_mounts=[volume_mount("kfp-workspace", "/ws")],
 )
+# The user is set on our containers only, so that containers controllers inject do not
+# inherit runAsNonRoot (tests/components/test_pod_security.py).
 RESTRICTED_POD = {
-    "runAsNonRoot": True,
     "fsGroup": 10001,
+    "fsGroupChangePolicy": "OnRootMismatch",
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 RESTRICTED_CONTAINER = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
     "runAsNonRoot": True,
+    "runAsUser": 10001,
 }
 SHM = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}
 SHM_MOUNT = {"name": "dshm", "mountPath": "/dev/shm"}
@@ -108,13 +111,14 @@ def test_pytorchjob_single_node_exact_object(validate_crd):
         "name": "pytorch",
         "image": "trainer:1",
         "command": ["torchrun", "-m", "trainer"],
-        "args": ARGS,
+        "args": [*ARGS, "--num-threads=2"],  # the CPU limit
         "resources": {
             "requests": {"cpu": "2", "memory": "4Gi"},
             "limits": {"cpu": "2", "memory": "4Gi"},
         },
         "securityContext": RESTRICTED_CONTAINER,
         "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
+        "env": [{"name": "OMP_NUM_THREADS", "value": "2"}],
         "volumeMounts": [{"name": "kfp-workspace", "mountPath": "/ws"}],
     }
     template = {
@@ -200,7 +204,9 @@ def test_trainjob_v2_3_variants_are_valid_restricted_and_sized(variant, validate
     validate_crd(built)
     trainer = built["spec"]["trainer"]
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (job.workers, job.nproc_per_node)
-    assert trainer["command"] == ["torchrun", "-m", "trainer"] and trainer["args"] == ARGS
+    threads = [] if job.gpus_per_worker else [f"--num-threads={max(1, 2 // job.nproc_per_node)}"]
+    assert trainer["command"] == ["torchrun", "-m", "trainer"]
+    assert trainer["args"] == [*ARGS, *threads]  # CPU nodes: bounded by their 2 CPUs
     assert trainer["resourcesPerNode"] == {"requests": CPU_NODE, "limits": LIMITS[variant]}
     assert built["spec"]["activeDeadlineSeconds"] == job.timeout_seconds
     assert built["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == job.queue
@@ -309,6 +315,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
                 "minReplicas": 1,
                 "maxReplicas": 1,
                 "securityContext": RESTRICTED_POD,
+                "tolerations": [GPU_TOLERATION],
                 "containers": [
                     {
                         "name": "kserve-container",
@@ -318,6 +325,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
                             "--model_name=fashion-mnist",
                             "--model_dir=/mnt/models",
                             "--http_port=8080",
+                            "--device=cuda",
                         ],
                         "env": [
                             {
@@ -358,8 +366,9 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
     ids=["cpu", "gpus", "mig", "amd"],
 )
 def test_the_predictor_asks_for_the_serving_gpu_resource(changes, limits, validate_crd):
+    serving = Serving(**changes, serving_image="serving-cuda:1")  # the default one is CPU-only
     built = inference_service(
-        serving=Serving(**changes), namespace="team-a", uri="pvc://m/x", mode_annotation="Standard"
+        serving=serving, namespace="team-a", uri="pvc://m/x", mode_annotation="Standard"
     )
     validate_crd(built)
     (container,) = built["spec"]["predictor"]["containers"]

@@ -143,6 +143,7 @@ def test_creates_the_experiment_and_outputs_the_best_trial(
         "--lr=0.01",
         f"--momentum={DEFAULTS.momentum}",
         f"--optimizer={DEFAULTS.optimizer}",
+        "--num-threads=2",  # the CPU limit of a node
     ]
     assert worker["volumes"] == [
         {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "run-9-kfp-workspace"}}

@@ -193,6 +193,7 @@ def test_trial_args_carry_placeholders_in_every_replica():
             "--lr=${trialParameters.learningRate}",
             "--momentum=${trialParameters.momentum}",
             "--optimizer=sgd",
+            "--num-threads=2",
         ]
 
 

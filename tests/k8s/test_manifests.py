@@ -63,12 +63,14 @@ def test_the_kit_has_its_parts():
     assert names == {
         "gpu",
         "karmada",
+        "katib",
         "kueue",
         "kueue/config",
         "kueue/mig",
         "rbac",
         "storage",
         "trainer",
+        "training-operator",
     }
 
 
@@ -85,6 +87,7 @@ def test_every_yaml_file_is_part_of_a_kustomization():
     for directory in KUSTOMIZATIONS:
         spec = yaml.safe_load((directory / "kustomization.yaml").read_text())
         referenced.update(directory / name for name in spec.get("resources", []))
+        referenced.update(directory / patch["path"] for patch in spec.get("patches", []))
         for generator in spec.get("configMapGenerator", []):
             referenced.update(directory / item.split("=")[-1] for item in generator["files"])
     files = {path for path in K8S.rglob("*.yaml") if path.name != "kustomization.yaml"}

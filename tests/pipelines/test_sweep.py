@@ -225,8 +225,8 @@ def test_apply_stages_the_data_with_a_restricted_pod_first(katib_run, capsys):
     spec = pod["spec"]
     assert violations(spec) == []  # the restricted profile, as tests/pss.py writes it out
     assert spec["securityContext"] == {
-        "runAsNonRoot": True,
         "fsGroup": 10001,  # the images' user (images/*.Dockerfile) owns what it writes
+        "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     (container,) = spec["containers"]
@@ -234,6 +234,7 @@ def test_apply_stages_the_data_with_a_restricted_pod_first(katib_run, capsys):
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
         "runAsNonRoot": True,
+        "runAsUser": 10001,
     }
     assert container["command"][-3:] == ["/kfp-workspace/train/data", "2000", "10000"]
     assert spec["volumes"] == [
