@@ -268,9 +268,9 @@ class Serving(ParameterSet):
         gpus = self.serving_gpus
         require(isinstance(gpus, int) and gpus >= 0, "serving_gpus", "an integer >= 0", gpus)
         cpu_only = (
-            f"0 with the default serving_image {default_image('serving')}, which has CPU torch "
-            "only; to serve on GPUs, build images/serving.Dockerfile with a CUDA TORCH_INDEX "
-            "and pass it as serving_image"
+            f"0 with the default serving image {default_image('serving')}, which has CPU torch "
+            "only; to serve on GPUs, pass a build of images/serving.Dockerfile on a CUDA "
+            "TORCH_INDEX as the serving image"
         )
         require(
             not gpus or self.serving_image != default_image("serving"),

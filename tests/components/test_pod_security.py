@@ -219,7 +219,7 @@ def test_serving_gpus_with_the_cpu_only_default_image_is_refused():
         Serving(serving_gpus=1)
     assert refused.value.name == "serving_gpus"
     assert str(refused.value).startswith(
-        f"serving_gpus must be 0 with the default serving_image {default_image('serving')}"
+        f"serving_gpus must be 0 with the default serving image {default_image('serving')}"
     )
     assert "\n" not in str(refused.value)
 

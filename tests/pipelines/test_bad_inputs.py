@@ -119,6 +119,10 @@ BAD_INPUTS = [
         "--serving-image must be an image reference",
     ),
     (
+        ["fmnist", "render", "inferenceservice", "--serving-gpus", "1"],
+        "--serving-gpus must be 0 with the default serving image",  # CPU torch only
+    ),
+    (
         ["fmnist", "render", "experiment", "--name", "Bad_Name"],
         "--name must be a lowercase DNS label of at most 40 characters",
     ),
