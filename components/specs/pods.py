@@ -35,7 +35,8 @@ WORKSPACE_MOUNT_PATH = "/kfp-workspace"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # An Istio sidecar keeps a finished training pod alive: none in our pods.
 ISTIO_INJECT_LABEL = "sidecar.istio.io/inject"
-# The images' numeric user (images/*.Dockerfile): its group owns fresh PVCs (fsGroup).
+# The images' numeric user (images/*.Dockerfile; their group is 0), and the fsGroup that owns
+# fresh PVCs.
 IMAGE_USER = 10001
 SHM_VOLUME = "dshm"
 THREADS_ENV = "OMP_NUM_THREADS"  # OpenMP's pool; the trainer's --num-threads sets torch's
