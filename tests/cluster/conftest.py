@@ -129,22 +129,24 @@ def kueue_setup(kubectl) -> list[dict]:
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
 
 
-@pytest.fixture
-def namespace(request, api_client, kubectl, kueue_setup) -> str:
-    """A fresh namespace for one test, deleted after it.
+def make_namespace(request, core, kubectl, kueue_setup, labels=None, annotations=None):
+    """Create a test namespace with its queues, account and RBAC; return (name, cleanup).
 
     It has the Katib metrics-collector injection label, a copy of every LocalQueue of
     k8s/kueue (and k8s/kueue/mig), the ServiceAccount ``pipeline-runner`` (KFP's runner
     account) and k8s/rbac rendered for it: the Role and RoleBinding in the namespace, the
     ClusterRole as it is, each ClusterRoleBinding copied as ``<name>-<namespace>`` with the
-    subject moved to this namespace (and deleted after the test).
+    subject moved to this namespace (and deleted by ``cleanup``).
     """
-    core = kubernetes.client.CoreV1Api(api_client)
     # Short: KServe's raw-mode host name "<isvc>-predictor-<namespace>" must fit 63 characters.
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).removeprefix("test-")
     name = f"t-{slug[:16].strip('-')}-{uuid.uuid4().hex[:5]}"
-    labels = {KATIB_INJECTION: "enabled", "fmnist.test/tier": "cluster"}
-    core.create_namespace({"metadata": {"name": name, "labels": labels}})
+    metadata = {
+        "name": name,
+        "labels": {KATIB_INJECTION: "enabled", "fmnist.test/tier": "cluster", **(labels or {})},
+        "annotations": annotations or {},
+    }
+    core.create_namespace({"metadata": metadata})
     objects = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "pipeline-runner"}}
     ]
@@ -163,10 +165,21 @@ def namespace(request, api_client, kubectl, kueue_setup) -> str:
             if subject.get("kind") == "ServiceAccount":
                 subject["namespace"] = name
     kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
+
+    def cleanup():
+        for binding in cluster_bindings:
+            kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")
+        core.delete_namespace(name, propagation_policy="Background")
+
+    return name, cleanup
+
+
+@pytest.fixture
+def namespace(request, core, kubectl, kueue_setup) -> str:
+    """A fresh namespace for one test (``make_namespace``), deleted after; kwok plays its pods."""
+    name, cleanup = make_namespace(request, core, kubectl, kueue_setup)
     yield name
-    for binding in cluster_bindings:
-        kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")
-    core.delete_namespace(name, propagation_policy="Background")
+    cleanup()
 
 
 @dataclass

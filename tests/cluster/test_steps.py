@@ -33,9 +33,11 @@ from components.steps.train import train
 from components.steps.tune import tune
 
 pytestmark = pytest.mark.cluster
+# Pod level: seccomp and the fresh-volume group; runAsNonRoot is on our containers only, so
+# that root containers the controllers inject are not refused (components/specs/pods.py).
 RESTRICTED_POD = {
-    "runAsNonRoot": True,
     "fsGroup": 10001,
+    "fsGroupChangePolicy": "OnRootMismatch",
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 
@@ -140,6 +142,7 @@ def test_train_on_gpus_goes_through_kueue_and_the_operator(
         assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
         assert spec["securityContext"] == RESTRICTED_POD
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["runAsNonRoot"] is True
         assert pod.status.phase == "Succeeded"
     out = capsys.readouterr().out
     assert f"created PyTorchJob {namespace}/{job_name(run_id)} (queue fmnist-gpu" in out

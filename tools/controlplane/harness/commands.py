@@ -11,7 +11,7 @@ import time
 
 import yaml
 
-from harness import control_plane
+from harness import control_plane, dns, images, node
 from harness.api import Api
 from harness.build import build_all
 from harness.components import components
@@ -19,6 +19,8 @@ from harness.controllers import controllers, katib, training_operator
 from harness.paths import BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
 from harness.pki import make_pki, remove_certs
 from harness.processes import Process, alive, http_ok, log_tail, terminate, tls_ok, wait_for
+
+LOCAL_VOLUMES = 16  # the real node's local PersistentVolumes (one per test workspace)
 
 
 def progress(started: float, what: str) -> None:
@@ -34,8 +36,9 @@ def up(args) -> None:
         down(args)
     wanted = components(args.trainer, args.kserve)
     build_all(wanted)
+    archive = images.ensure_images()
     seconds = {"build_check": time.monotonic() - started}
-    progress(started, "binaries ready")
+    progress(started, "binaries and images ready")
     for folder in (LOGS, RUN, PIDS):
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -62,6 +65,10 @@ def up(args) -> None:
 
     _after_webhooks(api, args.trainer, processes["nodes"])
     progress(started, "torch-distributed runtime and kwok ClusterLogs created, nodes Ready")
+    processes["pids"] |= _start_real_node(api, archive)
+    STATE.write_text(json.dumps({**versions, **processes}))
+    seconds["real_node"] = time.monotonic() - started - sum(seconds.values())
+    progress(started, f"CoreDNS answering, node {node.NAME} Ready")
     seconds["total"] = time.monotonic() - started
     state = {**versions, **processes, "seconds": {k: round(v, 1) for k, v in seconds.items()}}
     STATE.write_text(json.dumps(state, indent=1))
@@ -129,8 +136,21 @@ def _after_webhooks(api: Api, trainer: str, nodes: int) -> None:
     wait_for("the nodes to be Ready", lambda: api.nodes_ready(nodes), 60, "kwok-controller")
 
 
+def _start_real_node(api: Api, archive) -> dict[str, int]:
+    """CoreDNS, the local volumes, then the real node (containerd, our images, kubelet)."""
+    pids = dns.start()
+    api.create_all([dns.service(), *node.local_volumes(LOCAL_VOLUMES)], "real-node")
+    kubeconfig = yaml.safe_load(KUBECONFIG.read_text())
+    server = kubeconfig["clusters"][0]["cluster"]["server"]
+    ca_dir = control_plane.kwok_cluster_dir() / "pki"
+    pids |= node.start(ca_dir, server, dns.DNS_IP, archive, images.SANDBOX_IMAGE)
+    node.wait_ready(api)
+    return pids
+
+
 def down(args=None) -> None:
     """Stop every process the harness and kwokctl started; keep the logs."""
+    node.stop()  # first: the kubelet and every container it started
     pids = [int(p.read_text()) for p in PIDS.glob("*.pid")] if PIDS.exists() else []
     terminate(pids, 15)
     shutil.rmtree(PIDS, ignore_errors=True)
@@ -178,6 +198,7 @@ def parser(description: str) -> argparse.ArgumentParser:
         command.add_argument("--trainer", default=os.environ.get("TRAINER") or "v2.1.0")
         command.add_argument("--kserve", default=os.environ.get("KSERVE") or "v0.15.2")
     sub.add_parser("down")
+    sub.add_parser("images")  # build the images (cached); each one's size and seconds
     sub.add_parser("status")
     restart = sub.add_parser("restart-apiserver")
     restart.add_argument("--down-seconds", type=float, default=0)
@@ -191,6 +212,7 @@ def main(argv: list[str], description: str = "") -> None:
     if args.command == "build":
         started = time.monotonic()
         build_all(components(args.trainer, args.kserve))
+        images.ensure_images()
         print(f"all built ({time.monotonic() - started:.1f} s); binaries in {BUILD / 'bin'}")
     elif args.command == "up":
         LOGS.mkdir(parents=True, exist_ok=True)
@@ -203,6 +225,8 @@ def main(argv: list[str], description: str = "") -> None:
             )
             down()
             raise
+    elif args.command == "images":
+        images.report()
     elif args.command == "down":
         down(args)
     elif args.command == "status":

@@ -62,6 +62,7 @@ def _control_plane() -> list[Component]:
                 "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
                 "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
                 "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+                "kubelet": "k8s.io/kubernetes/cmd/kubelet",  # the real node (harness/node.py)
             },
             ldflags=_k8s_ldflags(),
         ),
@@ -80,6 +81,24 @@ def _control_plane() -> list[Component]:
                 "-X sigs.k8s.io/kwok/pkg/consts.KubeVersion="
                 + upstream.pin("k8s.io/kubernetes").version[1:],
             ),
+        ),
+    ]
+
+
+def _node() -> list[Component]:
+    """What the real node runs beside the kubelet: containerd and cluster DNS."""
+    containerd = "github.com/containerd/containerd/v2"
+    return [
+        Component(
+            "containerd",
+            containerd,
+            {
+                name: f"{containerd}/cmd/{name}"
+                for name in ("containerd", "containerd-shim-runc-v2", "ctr")
+            },
+        ),
+        Component(
+            "coredns", "github.com/coredns/coredns", {"coredns": "github.com/coredns/coredns"}
         ),
     ]
 
@@ -120,6 +139,8 @@ def _kubeflow(trainer: str, kserve: str) -> list[Component]:
             {
                 "katib-controller": "github.com/kubeflow/katib/cmd/katib-controller/v1beta1",
                 "goptuna-suggestion": "github.com/kubeflow/katib/cmd/suggestion/goptuna/v1beta1",
+                "file-metricscollector": "github.com/kubeflow/katib/cmd/metricscollector/v1beta1/"
+                "file-metricscollector",
             },
             ("manifests/v1beta1/installs/katib-standalone",),
         ),
@@ -135,7 +156,7 @@ def _kubeflow(trainer: str, kserve: str) -> list[Component]:
 
 def components(trainer: str, kserve: str) -> dict[str, Component]:
     """The components of one cluster, by folder name."""
-    found = _control_plane() + _kubeflow(trainer, kserve)
+    found = _control_plane() + _node() + _kubeflow(trainer, kserve)
     for component in found:
         if not (component.dir / "go.mod").exists():
             raise SystemExit(f"no {component.dir}/go.mod: choose a version that has a folder")

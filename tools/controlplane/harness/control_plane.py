@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.dns import SERVICE_RANGE
 from harness.paths import BIN, CLUSTER, KUBECONFIG, KWOK_WORKDIR, LOGS, RUN
 from harness.processes import alive, log_tail, wait_for, wait_gone
 
@@ -41,6 +42,7 @@ def kwok_cluster_dir() -> Path:
 
 def _kwokctl_config() -> dict:
     """Our binaries, loopback only, RBAC and admission on, kwok's log CRDs."""
+    pki = kwok_cluster_dir() / "pki"  # what kwokctl creates
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokctlConfiguration",
@@ -64,6 +66,35 @@ def _kwokctl_config() -> dict:
             # restart (with it they exit once they cannot renew the lease, and nothing
             # restarts them).
             {"name": "kube-scheduler", "extraArgs": [{"key": "leader-elect", "value": "false"}]},
+            # The real node's pods (harness/node.py): a Service range holding CoreDNS's
+            # address, and the admission plugins that pin a namespace's pods to the node.
+            {
+                "name": "kube-apiserver",
+                "extraArgs": [
+                    {"key": "service-cluster-ip-range", "value": SERVICE_RANGE},
+                    {
+                        "key": "enable-admission-plugins",
+                        "value": "PodNodeSelector,PodTolerationRestriction",
+                    },
+                    # Logs and exec reach the real kubelet at its address, as admin (kwok's
+                    # nodes have only a Hostname: localhost, where kwok serves them).
+                    {"key": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"},
+                    {"key": "kubelet-client-certificate", "value": str(pki / "admin.crt")},
+                    {"key": "kubelet-client-key", "value": str(pki / "admin.key")},
+                ],
+            },
+            # kwok plays its own nodes only (kwokctl's binary runtime passes
+            # --manage-all-nodes=true; the last flag wins), never the real node's pods.
+            {
+                "name": "kwok-controller",
+                "extraArgs": [
+                    {"key": "manage-all-nodes", "value": "false"},
+                    {
+                        "key": "manage-nodes-with-annotation-selector",
+                        "value": "kwok.x-k8s.io/node=fake",
+                    },
+                ],
+            },
             {
                 "name": "kube-controller-manager",
                 "extraArgs": [{"key": "leader-elect", "value": "false"}],
