@@ -38,10 +38,19 @@ format: $(STAMP)
 compile: $(STAMP)  ## build/pipelines/<name>.yaml for every pipeline
 	PATH="$(abspath $(VENV))/bin:$$PATH" ./compile.sh
 
+# `make images` builds with docker where its daemon answers, else with podman: with runc
+# where there is one (crun fails on hosts with hybrid cgroups), host networking, and ulimits
+# under the usual hard limits (podman otherwise copies its own, which runc may not set).
+# IMAGE_ARGS adds build arguments, e.g. IMAGE_ARGS="--build-arg TORCH_INDEX=https://pypi.org/simple".
+# Without a registry, `tools/controlplane/cluster.py images` builds them on bases made here.
+IMAGE_BUILD ?= $(if $(shell docker info >/dev/null 2>&1 && echo yes),docker build,podman \
+  $(if $(shell command -v runc),--runtime $(shell command -v runc)) build --network host \
+  --ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
+
 images: $(STAMP)  ## the three images, named as the compiled pipeline refers to them
 	for runtime in trainer serving components; do \
 	  image=$$($(PY) -c "from components.images import Images; print(getattr(Images.resolve(), '$$runtime'))") && \
-	  docker build -f images/$$runtime.Dockerfile -t "$$image" . || exit 1; \
+	  $(IMAGE_BUILD) $(IMAGE_ARGS) -f images/$$runtime.Dockerfile -t "$$image" . || exit 1; \
 	done
 
 clean:

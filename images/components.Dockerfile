@@ -5,39 +5,22 @@
 # Add the serving extra (only `fmnist run`'s local deploy needs it, never a cluster step) with
 #   --build-arg EXTRAS=components,serving
 
-FROM python:3.11.11-slim-bookworm AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH
+# BASE and TORCH_INDEX let a machine without the upstream registry or PyTorch's index build
+# the same image (the cluster tier: tools/controlplane/harness/images.py).
+ARG BASE=python:3.11.11-slim-bookworm
 
+# torch alone, in a stage of its own that serving.Dockerfile (and the tier's stand-in for the
+# trainer's base) repeat line for line: built once, the layer is shared by every image.
 # torch from PyTorch's CPU index (PyPI's default build carries several GB of CUDA libraries
 # no step uses), at the trainer image's version so that models load the same way in both.
-RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.9.0 torchvision==0.24.0
+FROM ${BASE} AS torch
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+RUN pip install --no-cache-dir --disable-pip-version-check --index-url "${TORCH_INDEX}" \
+        torch==2.9.0 torchvision==0.24.0
 
-# Dependencies before sources: this layer is rebuilt only when pyproject.toml changes.
-WORKDIR /src
-COPY pyproject.toml README.md ./
-ARG EXTRAS=components
-RUN python -c "import sys, tomllib; \
-project = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-extras = [name for name in sys.argv[1].split(',') if name]; \
-print(*project['dependencies'], *(d for e in extras for d in project['optional-dependencies'][e]), sep='\n')" \
-    "${EXTRAS}" > requirements.txt \
-    && pip install -r requirements.txt
-
-COPY trainer/ trainer/
-COPY serving/ serving/
-COPY components/ components/
-COPY pipelines/ pipelines/
-RUN pip install --no-deps . && python -c "import components, kfp, kubernetes, torch, trainer"
-
-
-FROM python:3.11.11-slim-bookworm
-COPY --from=build /opt/venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH \
-    PYTHONUNBUFFERED=1 \
-    PYTHONDONTWRITEBYTECODE=1
-
+FROM torch
 # The raw FashionMNIST files from Debian (/usr/share/datasets/fashion-mnist, 30 MB; the pack
 # step verifies their checksums), so that no step downloads data from inside the cluster.
 RUN apt-get update \
@@ -51,6 +34,28 @@ RUN useradd --uid 10001 --gid 0 --create-home --home-dir /home/fmnist fmnist \
     && mkdir -p /gcs /minio /s3 \
     && chown 10001:0 /gcs /minio /s3 \
     && chmod 0775 /gcs /minio /s3
+
+# Dependencies before sources: this layer is rebuilt only when pyproject.toml changes. The
+# sources go to /src, which the install step removes again (the image keeps the installed
+# package in /opt/venv only).
+COPY pyproject.toml README.md /src/
+ARG EXTRAS=components
+RUN cd /src && python -c "import sys, tomllib; \
+project = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+extras = [name for name in sys.argv[1].split(',') if name]; \
+print(*project['dependencies'], *(d for e in extras for d in project['optional-dependencies'][e]), sep='\n')" \
+    "${EXTRAS}" > requirements.txt \
+    && pip install --no-cache-dir --disable-pip-version-check -r requirements.txt
+
+COPY trainer/ /src/trainer/
+COPY serving/ /src/serving/
+COPY components/ /src/components/
+COPY pipelines/ /src/pipelines/
+RUN pip install --no-cache-dir --disable-pip-version-check --no-deps /src && rm -rf /src \
+    && python -c "import components, kfp, kubernetes, torch, trainer"
+
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
 
 USER 10001
 WORKDIR /home/fmnist

@@ -12,8 +12,11 @@
 #   * never `pip install torch` on top of this image: pip would swap the CUDA build for
 #     whatever PyPI serves. The trainer needs nothing the base does not have (torch,
 #     torchvision, numpy), so the package is copied, not pip-installed.
-# The build fails below if the base ever stops matching.
-FROM pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime
+# The build fails below if the base ever stops matching. BASE lets a machine that cannot pull
+# it build on a stand-in with the same torch, user and layout (the cluster tier's, made by
+# tools/controlplane/harness/images.py).
+ARG BASE=pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime
+FROM ${BASE}
 
 RUN python -c "import numpy, torch, torchvision; \
 assert torch.__version__.startswith('2.9.0'), torch.__version__; \

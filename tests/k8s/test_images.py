@@ -78,10 +78,13 @@ def test_one_dockerfile_per_runtime():
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
 def test_bases_are_pinned(path):
-    for keyword, arguments in instructions(path):
-        if keyword != "FROM":
+    steps = instructions(path)
+    defaults = dict(arg.split("=", 1) for keyword, arg in steps if keyword == "ARG" and "=" in arg)
+    stages = {arguments.split()[-1] for keyword, arguments in steps if " AS " in arguments}
+    for keyword, arguments in steps:
+        if keyword != "FROM" or arguments.split()[0] in stages:
             continue
-        image = arguments.split()[0]
+        image = re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)], arguments.split()[0])
         name, _, tag = image.partition("@")[0].rpartition(":")
         assert "@sha256:" in image or (name and re.search(r"\d+\.\d+", tag)), (
             f"{path.name}: {image} is not pinned to a digest or an exact version tag"
@@ -157,7 +160,7 @@ def test_components_image_installs_dependencies_before_sources():
     install = next(
         i
         for i, (keyword, arguments) in enumerate(steps)
-        if keyword == "RUN" and "pip install -r requirements.txt" in arguments
+        if keyword == "RUN" and "-r requirements.txt" in arguments
     )
     sources = [
         i
@@ -167,13 +170,13 @@ def test_components_image_installs_dependencies_before_sources():
     ]
     assert sources and min(sources) > install
     copied_first = [arguments for keyword, arguments in steps[:install] if keyword == "COPY"]
-    assert copied_first == ["pyproject.toml README.md ./"]
+    assert copied_first == ["pyproject.toml README.md /src/"]
 
 
 def test_torch_versions_agree_across_images_and_pyproject():
     trainer = (REPO / "images" / "trainer.Dockerfile").read_text()
     components = (REPO / "images" / "components.Dockerfile").read_text()
-    base = re.search(r"^FROM pytorch/pytorch:(\d+\.\d+\.\d+)-cuda(\d+\.\d+)-", trainer, re.M)
+    base = re.search(r"^ARG BASE=pytorch/pytorch:(\d+\.\d+\.\d+)-cuda(\d+\.\d+)-", trainer, re.M)
     torch_version, cuda_version = base.groups()
     # The build-time check in the trainer image asserts the same pair as the tag.
     assert f"startswith('{torch_version}')" in trainer
