@@ -1,0 +1,224 @@
+"""The cluster tier's images (tools/controlplane/harness/images.py), checked without podman.
+
+Building them takes podman and minutes (``cluster.py images``); what is checked here is what
+decides their content: the Dockerfiles' defaults are the upstream bases, the stand-ins carry
+the names (and users, paths) the pinned upstream modules use, the torch stage is the same
+everywhere (one shared layer), and the cache key follows the files an image copies.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.images import Images
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools" / "controlplane"))
+from harness import images  # noqa: E402
+from harness.pins import upstream  # noqa: E402  (tools/upstream.py: needs Go)
+
+STANDINS = REPO / "tools" / "controlplane" / "images"
+
+
+def instructions(path: Path) -> list[str]:
+    """The instructions of a Containerfile: comments dropped, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", path.read_text())
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip()[:1] not in "#"]
+
+
+def stage(path: Path, name: str) -> list[str]:
+    """The instructions of one named stage (its FROM line included)."""
+    steps = instructions(path)
+    start = next(i for i, step in enumerate(steps) if step.endswith(f" AS {name}"))
+    end = next((i for i in range(start + 1, len(steps)) if steps[i].startswith("FROM ")), None)
+    return steps[start:end]
+
+
+def arg_default(path: Path, name: str) -> str:
+    """The default of ``ARG name=...`` in a Containerfile."""
+    (value,) = [s.split("=", 1)[1] for s in instructions(path) if s.startswith(f"ARG {name}=")]
+    return value
+
+
+def upstream_text(module: str, version: str | None, relative: str) -> str:
+    """A file of a pinned upstream module."""
+    return upstream.module_file(module, version, relative).read_text()
+
+
+def normalized(image: str) -> str:
+    """An image name as containerd stores it (docker.io/library/ for a short name)."""
+    first = image.split("/")[0]
+    if "/" not in image:
+        return f"docker.io/library/{image}"
+    return image if "." in first or ":" in first else f"docker.io/{image}"
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "base"),
+    [
+        ("components", "python:3.11.11-slim-bookworm"),
+        ("serving", "python:3.11.11-slim-bookworm"),
+        ("trainer", "pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime"),
+    ],
+)
+def test_the_dockerfiles_default_to_the_upstream_base(dockerfile, base):
+    path = REPO / "images" / f"{dockerfile}.Dockerfile"
+    assert arg_default(path, "BASE") == base
+    froms = [step.split()[1] for step in instructions(path) if step.startswith("FROM ")]
+    assert froms[0] == "${BASE}" and set(froms) <= {"${BASE}", "torch"}
+
+
+@pytest.mark.parametrize("dockerfile", ["components", "serving"])
+def test_torch_comes_from_the_cpu_index_unless_told(dockerfile):
+    path = REPO / "images" / f"{dockerfile}.Dockerfile"
+    assert arg_default(path, "TORCH_INDEX") == "https://download.pytorch.org/whl/cpu"
+    assert any('--index-url "${TORCH_INDEX}"' in step for step in stage(path, "torch"))
+
+
+def test_the_torch_stage_is_the_same_wherever_torch_is_installed():
+    """Same instructions on the same base: podman's cache makes them one layer."""
+    components = stage(REPO / "images" / "components.Dockerfile", "torch")
+    assert stage(REPO / "images" / "serving.Dockerfile", "torch") == components
+    assert stage(STANDINS / "pytorch.Containerfile", "torch") == components
+    assert any("torch==2.9.0 torchvision==0.24.0" in step for step in components)
+
+
+def test_the_tier_builds_our_images_on_its_bases_under_the_pipeline_names():
+    built = {image.name: image for image in images.images()}
+    ours = Images.resolve()
+    assert dict(built[ours.trainer].args) == {"BASE": images.PYTORCH}
+    for name in (ours.components, ours.serving, images.PYTORCH):
+        assert dict(built[name].args) == {"BASE": images.PYTHON, "TORCH_INDEX": images.PYPI}
+    assert images.IMAGE_NAMES == [
+        ours.trainer,
+        ours.components,
+        ours.serving,
+        images.SANDBOX_IMAGE,
+        images.INIT_PYTORCH,
+        images.COLLECTOR,
+    ]
+    for image in built.values():  # each base comes before the images built on it
+        order = list(built)
+        assert all(order.index(base) < order.index(image.name) for base in image.bases)
+
+
+def test_the_sandbox_image_is_containerds_default_built_as_kubernetes_builds_it():
+    config = upstream_text(
+        "github.com/containerd/containerd/v2", None, "internal/cri/config/config.go"
+    )
+    assert f'DefaultSandboxImage = "{images.SANDBOX_IMAGE}"' in config
+    makefile = upstream_text("k8s.io/kubernetes", None, "build/pause/Makefile")
+    assert f"TAG ?= {images.SANDBOX_IMAGE.rsplit(':', 1)[1]}\n" in makefile
+    cflags = re.search(r"^CFLAGS = (.*)$", makefile, re.M).group(1)
+    assert " ".join(images.PAUSE_CFLAGS) == cflags.replace("$(TAG)-$(REV)", "3.10.2-0")
+    dockerfile = instructions(
+        upstream.module_file("k8s.io/kubernetes", None, "build/pause/Dockerfile")
+    )
+    ours = instructions(STANDINS / "pause.Containerfile")
+    assert [s for s in dockerfile if s.split()[0] in ("USER", "ENTRYPOINT")] == ours[-2:]
+    assert ours[0] == "FROM scratch"  # BASE.linux := scratch in the Makefile
+    assert "BASE.linux := scratch" in makefile
+
+
+def test_init_pytorch_runs_the_training_operators_default_image():
+    config = upstream_text(
+        "github.com/kubeflow/training-operator", "v1.9.4", "pkg/config/config.go"
+    )
+    (default,) = re.findall(r'PyTorchInitContainerImageDefault = "([^"]+)"', config)
+    assert normalized(default) == images.INIT_PYTORCH
+    # root (alpine has no USER), with `sh` for the command initcontainer.go runs.
+    steps = instructions(STANDINS / "alpine.Containerfile")
+    assert not [s for s in steps if s.startswith("USER ")]
+    assert 'CMD ["/bin/sh"]' in steps
+
+
+def test_the_metrics_collector_is_katibs_stdout_collector_where_its_dockerfile_puts_it():
+    config = yaml.safe_load(
+        upstream_text(
+            "github.com/kubeflow/katib",
+            "v0.19.0",
+            "manifests/v1beta1/installs/katib-standalone/katib-config.yaml",
+        )
+    )
+    collectors = {c["kind"]: c["image"] for c in config["runtime"]["metricsCollectors"]}
+    assert collectors["StdOut"] == collectors["File"] == images.COLLECTOR
+    folder = "cmd/metricscollector/v1beta1/file-metricscollector"
+    upstream_steps = instructions(
+        upstream.module_file("github.com/kubeflow/katib", "v0.19.0", f"{folder}/Dockerfile")
+    )
+    final = upstream_steps[max(i for i, s in enumerate(upstream_steps) if s.startswith("FROM ")) :]
+    ours = instructions(STANDINS / "file-metricscollector.Containerfile")
+    keep = ("WORKDIR", "ENTRYPOINT", "USER")
+    assert [s for s in ours if s.split()[0] in keep] == [s for s in final if s.split()[0] in keep]
+    katib = images.components("v2.1.0", "v0.15.2")["katib"]
+    assert katib.tools["file-metricscollector"] == f"github.com/kubeflow/katib/{folder}"
+
+
+def test_copied_sources_are_what_the_copy_lines_name():
+    assert images.copied_sources(REPO / "images" / "components.Dockerfile") == [
+        "pyproject.toml",
+        "README.md",
+        "trainer/",
+        "serving/",
+        "components/",
+        "pipelines/",
+    ]
+    assert images.copied_sources(STANDINS / "alpine.Containerfile") == []  # --from only
+
+
+def test_the_cache_key_follows_the_copied_files_the_arguments_and_the_bases(tmp_path):
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "pkg" / "code.py").write_text("A = 1\n")
+    (tmp_path / "pkg" / "__pycache__" / "code.pyc").write_bytes(b"1")
+    (tmp_path / "notes.txt").write_text("not copied\n")
+    (tmp_path / ".dockerignore").write_text("**/__pycache__\n")
+    containerfile = tmp_path / "Containerfile"
+    containerfile.write_text("ARG BASE\nFROM ${BASE}\nCOPY pkg/ \\\n    /src/pkg/\n")
+    image = images.Image("localhost/x:1", containerfile, lambda: tmp_path, (("BASE", "b"),), ("b",))
+
+    def key(base_key="k1", args=image.args):
+        changed = images.Image(image.name, containerfile, image.context, args, image.bases)
+        return images.image_key(changed, tmp_path, {"b": base_key})
+
+    first = key()
+    (tmp_path / "pkg" / "__pycache__" / "code.pyc").write_bytes(b"2")  # ignored
+    (tmp_path / "notes.txt").write_text("still not copied\n")
+    assert key() == first
+    (tmp_path / "pkg" / "code.py").write_text("A = 2\n")
+    second = key()
+    assert second != first
+    (tmp_path / "pkg" / "more.py").write_text("")
+    assert key() != second
+    assert key(base_key="k2") != key()
+    assert key(args=(("BASE", "c"),)) != key()
+    containerfile.write_text(containerfile.read_text() + "USER 10001\n")
+    assert key() != second
+
+
+def run_make_images(path: str) -> str:
+    """What `make -n images` would run with PATH as given."""
+    result = subprocess.run(
+        ["make", "-n", "-W", "pyproject.toml", "images", "STAMP="],
+        cwd=REPO,
+        env={"PATH": path},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout
+
+
+def test_make_images_uses_podman_where_no_docker_daemon_answers(tmp_path):
+    (tmp_path / "docker").write_text("#!/bin/sh\nexit 1\n")  # a client, no daemon
+    (tmp_path / "docker").chmod(0o755)
+    commands = run_make_images(f"{tmp_path}:/usr/bin:/bin")
+    assert "podman" in commands and "docker build" not in commands
+    assert "--network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024" in commands
+    (tmp_path / "docker").write_text("#!/bin/sh\nexit 0\n")  # `docker info` answers
+    assert "docker build" in run_make_images(f"{tmp_path}:/usr/bin:/bin")
