@@ -5,6 +5,7 @@
     python tools/controlplane/cluster.py up     [same options]  # build what is missing, start
     python tools/controlplane/cluster.py down                    # stop everything
     python tools/controlplane/cluster.py status
+    python tools/controlplane/cluster.py images                  # build the images (cached)
     python tools/controlplane/cluster.py restart-apiserver [--down-seconds N]
 
 Every component is built with ``go build`` from the module pinned in
