@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         if context.is_main:
             print(
                 f"training on {context.world_size} process(es), device {context.device}, "
-                f"{len(dataset.train.head(config.train_limit))} examples",
+                f"{len(dataset.train.head(config.train_limit))} examples"
+                + (f", {torch.get_num_threads()} CPU thread(s) each" if config.num_threads else ""),
                 flush=True,
             )
         Trainer(config, dataset, context).train()

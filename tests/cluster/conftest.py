@@ -175,11 +175,24 @@ def make_namespace(request, core, kubectl, kueue_setup, labels=None, annotations
 
 
 @pytest.fixture
-def namespace(request, core, kubectl, kueue_setup) -> str:
-    """A fresh namespace for one test (``make_namespace``), deleted after; kwok plays its pods."""
-    name, cleanup = make_namespace(request, core, kubectl, kueue_setup)
-    yield name
-    cleanup()
+def namespace_factory(request, core, kubectl, kueue_setup):
+    """``namespace_factory(labels, annotations)``: a ``make_namespace`` deleted after the test."""
+    cleanups = []
+
+    def create(labels=None, annotations=None) -> str:
+        name, cleanup = make_namespace(request, core, kubectl, kueue_setup, labels, annotations)
+        cleanups.append(cleanup)
+        return name
+
+    yield create
+    for cleanup in cleanups:
+        cleanup()
+
+
+@pytest.fixture
+def namespace(namespace_factory) -> str:
+    """A fresh namespace for one test (``make_namespace``); kwok plays its pods."""
+    return namespace_factory()
 
 
 @dataclass

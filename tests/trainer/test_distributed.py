@@ -157,6 +157,7 @@ def test_trainjob_nodes_train_together(launcher, packed_small, tmp_path, evaluat
     (out0, err0), (out1, err1) = [node.communicate(timeout=300) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], (err0, err1)
     assert "training on 2 process(es)" in out0
+    assert "1 CPU thread(s) each" in out0  # --num-threads 1, what a 1-CPU pod gets
     assert "{metricName" not in out1 and "training on" not in out1
     reported = dict(parse_metric_lines(out0.splitlines()))
     accuracy, loss = evaluate_saved(tmp_path, packed_small, test_limit=300)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real Kubernetes control plane with the Kubeflow controllers, on this machine, no containers.
+"""A real Kubernetes control plane with the Kubeflow controllers and one real node, on this machine.
 
     python tools/controlplane/cluster.py build  [--trainer v2.1.0|v2.3.0] [--kserve v0.15.2|v0.20.0]
     python tools/controlplane/cluster.py up     [same options]  # build what is missing, start
@@ -26,7 +26,10 @@ maps rendered with kustomize from the same module. ``up`` then
    this harness's certificate, which their rotators accept as valid);
 4. waits until every controller answers its readiness probe and its webhook port over TLS,
    then applies what needs the webhooks (the torch-distributed ClusterTrainingRuntime) and
-   kwok's ClusterLogs, and waits for the nodes to be Ready.
+   kwok's ClusterLogs, and waits for the nodes to be Ready;
+5. starts CoreDNS and the real node (harness/node.py: containerd v2 with runc, the bridge
+   CNI and a kubelet), imports the images of harness/images.py into it and waits until it
+   is Ready.
 
 The work is done by the ``harness`` package beside this file, one module per concern.
 Files: build/cluster/kubeconfig (admin), build/cluster/logs/<component>.log,

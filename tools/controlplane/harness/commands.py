@@ -20,7 +20,7 @@ from harness.paths import BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
 from harness.pki import make_pki, remove_certs
 from harness.processes import Process, alive, http_ok, log_tail, terminate, tls_ok, wait_for
 
-LOCAL_VOLUMES = 16  # the real node's local PersistentVolumes (one per test workspace)
+LOCAL_VOLUMES = 32  # the real node's local PersistentVolumes (one per test workspace)
 
 
 def progress(started: float, what: str) -> None:
@@ -36,7 +36,7 @@ def up(args) -> None:
         down(args)
     wanted = components(args.trainer, args.kserve)
     build_all(wanted)
-    archive = images.ensure_images()
+    pod_images = images.ensure_images()
     seconds = {"build_check": time.monotonic() - started}
     progress(started, "binaries and images ready")
     for folder in (LOGS, RUN, PIDS):
@@ -65,7 +65,7 @@ def up(args) -> None:
 
     _after_webhooks(api, args.trainer, processes["nodes"])
     progress(started, "torch-distributed runtime and kwok ClusterLogs created, nodes Ready")
-    processes["pids"] |= _start_real_node(api, archive)
+    processes["pids"] |= _start_real_node(api, pod_images)
     STATE.write_text(json.dumps({**versions, **processes}))
     seconds["real_node"] = time.monotonic() - started - sum(seconds.values())
     progress(started, f"CoreDNS answering, node {node.NAME} Ready")
@@ -136,14 +136,14 @@ def _after_webhooks(api: Api, trainer: str, nodes: int) -> None:
     wait_for("the nodes to be Ready", lambda: api.nodes_ready(nodes), 60, "kwok-controller")
 
 
-def _start_real_node(api: Api, archive) -> dict[str, int]:
+def _start_real_node(api: Api, pod_images: images.ImageSet) -> dict[str, int]:
     """CoreDNS, the local volumes, then the real node (containerd, our images, kubelet)."""
     pids = dns.start()
     api.create_all([dns.service(), *node.local_volumes(LOCAL_VOLUMES)], "real-node")
     kubeconfig = yaml.safe_load(KUBECONFIG.read_text())
     server = kubeconfig["clusters"][0]["cluster"]["server"]
     ca_dir = control_plane.kwok_cluster_dir() / "pki"
-    pids |= node.start(ca_dir, server, dns.DNS_IP, archive, images.SANDBOX_IMAGE)
+    pids |= node.start(ca_dir, server, dns.DNS_IP, pod_images, images.SANDBOX_IMAGE)
     node.wait_ready(api)
     return pids
 

@@ -1,0 +1,144 @@
+"""Fixtures for the tests whose pods run for real on the tier's kubelet node.
+
+tools/controlplane/harness/node.py starts the node: containerd v2 with runc, a bridge pod
+network, CoreDNS for cluster names, and a kubelet of the tier's own Kubernetes release. Our
+images and the stand-ins for the images controllers inject are built on this machine
+(harness/images.py) and imported into its containerd. A namespace's pods land there when the
+namespace carries the harness's PodNodeSelector / PodTolerationRestriction annotations; the
+``real_namespace`` fixture adds them and a Pod Security level to enforce. Workspaces are local
+PersistentVolumes of that node, each a fresh ``root:root 0755`` folder the test can read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import kubernetes
+import pytest
+
+HARNESS = Path(__file__).resolve().parents[2] / "tools" / "controlplane"
+
+
+def harness_module(name: str):
+    """A module of tools/controlplane/harness (e.g. "node": name, label, storage class)."""
+    if str(HARNESS) not in sys.path:
+        sys.path.insert(0, str(HARNESS))
+    return importlib.import_module(f"harness.{name}")
+
+
+def harness_node():
+    """tools/controlplane/harness/node.py: the node's name, label, annotations, storage class."""
+    return harness_module("node")
+
+
+@pytest.fixture(name="namespace", params=["baseline"])
+def real_namespace(request, namespace_factory):
+    """A test namespace whose pods run on the real node, enforcing ``request.param``.
+
+    Import it into a test module to replace conftest's kwok-played ``namespace`` there. The
+    Pod Security level is "baseline" unless a test parametrizes ``namespace`` indirectly.
+    """
+    labels = {"pod-security.kubernetes.io/enforce": request.param}
+    return namespace_factory(labels, dict(harness_node().REAL_NAMESPACE_ANNOTATIONS))
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A PVC bound to a local volume of the real node, and that volume's folder here."""
+
+    pvc: str
+    path: Path
+
+
+def bind_workspace(core, namespace: str, name: str = "workspace", timeout: float = 60) -> Workspace:
+    """Create a PVC of the node's local storage class; wait until it is bound."""
+    node = harness_node()
+    body = {
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": node.STORAGE_CLASS,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    core.create_namespaced_persistent_volume_claim(namespace, body)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        claim = core.read_namespaced_persistent_volume_claim(name, namespace)
+        if claim.status.phase == "Bound":
+            volume = core.read_persistent_volume(claim.spec.volume_name)
+            return Workspace(name, Path(volume.spec.local.path))
+        time.sleep(0.5)
+    pytest.fail(f"PVC {namespace}/{name} not bound after {timeout} s (free local volumes?)")
+
+
+def pods_of(core, namespace: str, selector: str = "") -> list:
+    """The namespace's pods (matching ``selector``)."""
+    return core.list_namespaced_pod(namespace, label_selector=selector).items
+
+
+def pod_log(core, namespace: str, pod: str, container: str | None = None) -> str:
+    """The pod's log, from the kubelet through the apiserver."""
+    return core.read_namespaced_pod_log(pod, namespace, container=container)
+
+
+def describe_pods(core, namespace: str) -> str:
+    """Each pod's phase, node and container states, and the namespace's warning events."""
+    lines = []
+    for pod in pods_of(core, namespace):
+        lines.append(f"{pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name}")
+        statuses = (pod.status.init_container_statuses or []) + (
+            pod.status.container_statuses or []
+        )
+        for status in statuses:
+            state = kubernetes.client.ApiClient().sanitize_for_serialization(status.state)
+            lines.append(f"  {status.name}: {state}")
+    for event in core.list_namespaced_event(namespace).items:
+        if event.type == "Warning":
+            lines.append(f"event {event.involved_object.name}: {event.reason} {event.message}")
+    return "\n".join(lines)
+
+
+class PodRecorder:
+    """While a step runs: the last state of each pod matching ``selector``, and the log of
+    each container once it ended (the step deletes its job, and the job's pods, when done)."""
+
+    def __init__(self, core, namespace: str, selector: str):
+        self.core, self.namespace, self.selector = core, namespace, selector
+        self.pods: dict[str, object] = {}
+        self.logs: dict[tuple[str, str], str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._record, daemon=True)
+
+    def __enter__(self) -> PodRecorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _record(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                self._look()
+            except kubernetes.client.exceptions.ApiException:
+                pass  # a pod deleted between listing it and reading its log
+
+    def _look(self) -> None:
+        for pod in pods_of(self.core, self.namespace, self.selector):
+            name = pod.metadata.name
+            self.pods[name] = pod
+            statuses = (pod.status.init_container_statuses or []) + (
+                pod.status.container_statuses or []
+            )
+            for status in statuses:
+                if status.state.terminated and (name, status.name) not in self.logs:
+                    self.logs[name, status.name] = pod_log(
+                        self.core, self.namespace, name, status.name
+                    )

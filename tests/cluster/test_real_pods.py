@@ -1,0 +1,147 @@
+"""The project's steps with real pods: our images in real containers on the tier's kubelet.
+
+Each test runs in a namespace whose pods the apiserver pins to the real node (real_pods.py),
+enforcing Pod Security "baseline" or "restricted", on a slice of the real FashionMNIST data.
+The steps run here as the pipeline's account, as in test_steps.py, but nothing of the job is
+played: the Training Operator's pods pull nothing (our images are in the node's containerd),
+rendezvous over the pod network by cluster DNS names, train with gloo and write the model to
+a local PersistentVolume.
+
+Upstream behaviour relied on:
+- Training Operator v1.9.4 pkg/controller.v1/pytorch/initcontainer.go: every Worker gets an
+  ``init-pytorch`` init container (image alpine:3.10, pkg/config/config.go; root, no
+  securityContext) that waits until ``nslookup <job>-master-0`` answers;
+  ``--pytorch-init-container-template-file`` replaces its template.
+- k8s.io/kubernetes v1.36.3 pkg/kubelet/kuberuntime/security_context_others.go
+  verifyRunAsNonRoot: a container whose effective runAsNonRoot is true and whose image user
+  is root is refused ("container has runAsNonRoot and image will run as root").
+- pkg/volume/local/local.go SetUpAt: a local volume gets the pod's fsGroup.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespace``)
+    PodRecorder,
+    bind_workspace,
+    describe_pods,
+    harness_module,
+    harness_node,
+    pod_log,
+    pods_of,
+    real_namespace,
+)
+
+from components.runtime import waiting
+from components.runtime.training import train_model_on_pvc
+from components.specs.params import TrainingJob
+from trainer.data import pack
+
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+REPO = Path(__file__).resolve().parents[2]
+JOB_PODS = "training.kubeflow.org/job-name"  # the label selector of a PyTorchJob's pods
+NODE_CPU = "1"  # the machine has 2 cores: Master and Worker take one each
+
+
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch):
+    """Poll every second instead of every ten."""
+    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
+
+
+@pytest.fixture(scope="module")
+def packed_slice(tmp_path_factory):
+    """The first 2,000 training and 500 test images of the real dataset, packed."""
+    out = tmp_path_factory.mktemp("packed")
+    pack(str(out), train_limit=2000, test_limit=500)
+    return out
+
+
+@pytest.fixture
+def restricted_init_container():
+    """The Training Operator as k8s/training-operator configures it, restored after the test.
+
+    Its ``--pytorch-init-container-template-file`` gives ``init-pytorch`` a securityContext
+    Pod Security "restricted" admits (training-operator v1.9.4
+    pkg/controller.v1/pytorch/initcontainer.go reads the template once, at start).
+    """
+    restarts = harness_module("restarts")
+    template = REPO / "k8s" / "training-operator" / "initContainer.yaml"
+    restarts.restart("training-operator", (f"--pytorch-init-container-template-file={template}",))
+    yield
+    restarts.restart("training-operator")
+
+
+def train_for_real(core, namespace: str, packed_slice, tmp_path) -> tuple[dict, PodRecorder]:
+    """The train step's default PyTorchJob on the real node; returns model.json and its pods."""
+    workspace = bind_workspace(core, namespace)
+    job = TrainingJob(epochs=1, cpu=NODE_CPU, memory="3Gi", timeout_seconds=600)
+    model_dir = tmp_path / "model"
+    with PodRecorder(core, namespace, JOB_PODS) as recorded:
+        try:
+            train_model_on_pvc(
+                job.to_dict(),
+                str(packed_slice),
+                str(model_dir),
+                workspace.pvc,
+                str(workspace.path),
+                uuid.uuid4().hex[:8],
+            )
+        except BaseException:
+            print(describe_pods(core, namespace))
+            raise
+    assert (workspace.path / "train" / "model" / "model.pt").stat().st_gid == 10001
+    return json.loads((model_dir / "model.json").read_text()), recorded
+
+
+def check_trained(saved: dict, recorded: PodRecorder, out: str):
+    """DDP over two real pods: the accuracy, rank 0's log in the step's, the Worker's init."""
+    accuracy = saved["metrics"]["accuracy"]
+    assert accuracy > 0.5  # a uniform guess scores 0.1
+    assert saved["training"]["world_size"] == 2
+    assert "training on 2 process(es), device cpu, 2000 examples, 1 CPU thread(s) each" in out
+    assert f"{{metricName: accuracy, metricValue: {accuracy:.4f}}}" in out
+    roles = {
+        p.metadata.labels["training.kubeflow.org/replica-type"]: p for p in recorded.pods.values()
+    }
+    assert set(roles) == {"master", "worker"}
+    for pod in roles.values():
+        assert pod.spec.node_name == harness_node().NAME
+        (status,) = pod.status.container_statuses
+        assert status.state.terminated.exit_code == 0, status
+    worker = roles["worker"]
+    (init,) = worker.status.init_container_statuses
+    assert init.name == "init-pytorch" and init.state.terminated.exit_code == 0
+    assert "Name:" in recorded.logs[worker.metadata.name, "init-pytorch"]
+    return worker
+
+
+def test_the_default_pytorchjob_trains_for_real(
+    as_pipeline, namespace, core, packed_slice, tmp_path, capsys
+):
+    """Master + Worker (the default two nodes) train with DDP over the pod network.
+
+    Today's defects this shows: a pod-level runAsNonRoot made the kubelet refuse the
+    Worker's root ``init-pytorch`` (defect 1); a fresh ``root:root 0755`` volume is writable
+    by uid 10001 only through the pod's fsGroup (defect 3); torch's threads follow the CPU
+    limit (defect 4: one thread per process at ``cpu: 1``).
+    """
+    saved, recorded = train_for_real(core, namespace, packed_slice, tmp_path)
+    worker = check_trained(saved, recorded, capsys.readouterr().out)
+    (init,) = worker.spec.init_containers
+    assert init.security_context is None  # the operator's default: root, as on most clusters
+
+
+@pytest.mark.parametrize("namespace", ["restricted"], indirect=True)
+def test_a_restricted_namespace_trains_with_the_admin_init_container(
+    as_pipeline, restricted_init_container, namespace, core, packed_slice, tmp_path, capsys
+):
+    """With k8s/training-operator's template the Worker passes Pod Security "restricted"."""
+    saved, recorded = train_for_real(core, namespace, packed_slice, tmp_path)
+    worker = check_trained(saved, recorded, capsys.readouterr().out)
+    (init,) = worker.spec.init_containers
+    assert init.security_context.run_as_user == 65534
