@@ -58,8 +58,8 @@ clean:
 
 # The cluster test tier (docs/operations.md, "Running the cluster test tier"): a real
 # kube-apiserver with the Kubeflow controllers, built with Go from tools/controlplane/.
-# Choose the Trainer / KServe build with e.g. `make cluster-up TRAINER=v2.3.0`.
-TRAINER ?= v2.1.0
+# Choose the Trainer / KServe build with e.g. `make cluster-up TRAINER=v2.1.0`.
+TRAINER ?= v2.3.0
 KSERVE ?= v0.15.2
 CLUSTER = $(PY) tools/controlplane/cluster.py
 

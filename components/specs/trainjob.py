@@ -36,7 +36,10 @@ from components.specs.pods import (
 from components.specs.pytorchjob import kueue_labels
 
 GENERATIONS = ("v2.1", "v2.2")  # podTemplateOverrides, runtimePatches
-PATCH_MANAGER = "fmnist-pipeline"  # our entry among spec.runtimePatches (Kueue adds its own)
+# Our entry among spec.runtimePatches (Kueue adds its own): a domain-prefixed path, which
+# Trainer v2.3.0's webhook requires (pkg/runtime/framework/plugins/jobset/jobset.go,
+# validation.IsDomainPrefixedPath; Kueue's is "kueue.x-k8s.io/manager").
+PATCH_MANAGER = "fmnist.dev/pipeline"
 NODE_JOB = "node"  # the runtime's replicated job that runs the trainer
 
 

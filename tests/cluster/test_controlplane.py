@@ -2,8 +2,8 @@
 
 Hand-written objects only (the project's own steps are driven by other tests); each test
 names the upstream file and tag whose behaviour it relies on. Versions: Kubernetes v1.36.3,
-kwok v0.8.0, JobSet v0.12.0, Training Operator v1.9.4, Trainer v2.1.0 (or v2.3.0,
-`make cluster-up TRAINER=v2.3.0`), Kueue v0.19.2, Katib v0.19.0, KServe v0.15.2 (or v0.20.0,
+kwok v0.8.0, JobSet v0.12.0, Training Operator v1.9.4, Trainer v2.3.0 (or v2.1.0,
+`make cluster-up TRAINER=v2.1.0`), Kueue v0.19.2, Katib v0.19.0, KServe v0.15.2 (or v0.20.0,
 `KSERVE=v0.20.0`).
 """
 
@@ -474,7 +474,7 @@ def test_trainjob_with_a_queue_label_under_kueue(
     ``spec.runtimePatches``, a field Trainer added in v2.2. Against Trainer v2.1.0's CRD the
     field is pruned, Kueue logs "kueue runtime patch not found" and the TrainJob stays
     suspended: Kueue >= 0.19 cannot run TrainJobs of Trainer v2.1 (Kubeflow 1.11's). With
-    Trainer v2.3.0 (`make cluster-up TRAINER=v2.3.0`) the job runs on the GPU flavor.
+    Trainer v2.3.0 (the tier's default) the job runs on the GPU flavor.
     """
     local_queue, cluster_queue, flavor = queue_for(kueue_setup, GPU_RESOURCES)
     create(custom, namespace, trainjob("queued", local_queue))

@@ -62,7 +62,7 @@ from components.specs import pods
 from pipelines.fashion_mnist import fashion_mnist
 from trainer.data import DEBIAN_DIR, pack
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
 PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts/fashion-mnist"  # KFP's default root
 OUTPUT_METADATA = "/tmp/kfp_outputs/output_metadata.json"  # launcher_v2.go's file
 ARTIFACTS = ".artifacts/minio"  # the workspace folder of minio:// artifacts

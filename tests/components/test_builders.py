@@ -2,6 +2,7 @@
 the Pod Security Standard "restricted" on every pod they describe (tests/pss.py)."""
 
 import copy
+import re
 
 import pytest
 from pss import violations
@@ -191,6 +192,24 @@ def test_pytorchjob_variants_are_valid_restricted_and_sized(variant, validate_cr
         } in pod["volumes"]
         assert has_shm == job.needs_shm
         assert (SHM_MOUNT in pod["containers"][0]["volumeMounts"]) == job.needs_shm
+
+
+def test_the_runtime_patch_manager_is_a_domain_prefixed_path():
+    """Trainer v2.3.0's webhook refuses any other manager (pkg/runtime/framework/plugins/
+    jobset/jobset.go: validation.IsDomainPrefixedPath, i.e. ``<DNS subdomain>/<path>``); the
+    real-pod TrainJob test found "fmnist-pipeline" refused."""
+    built = trainjob(
+        name="j",
+        namespace="n",
+        job=TrainingJob(),
+        args=ARGS,
+        placement=WORKSPACE,
+        generation="v2.2",
+    )
+    (patch,) = built["spec"]["runtimePatches"]
+    domain, _, path = patch["manager"].partition("/")
+    assert path and "." in domain
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", domain)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=str)

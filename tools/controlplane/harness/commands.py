@@ -195,7 +195,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("build", "up"):
         command = sub.add_parser(name)
-        command.add_argument("--trainer", default=os.environ.get("TRAINER") or "v2.1.0")
+        command.add_argument("--trainer", default=os.environ.get("TRAINER") or "v2.3.0")
         command.add_argument("--kserve", default=os.environ.get("KSERVE") or "v0.15.2")
     sub.add_parser("down")
     sub.add_parser("images")  # build the images (cached); each one's size and seconds

@@ -139,6 +139,7 @@ def _kubeflow(trainer: str, kserve: str) -> list[Component]:
             {
                 "katib-controller": "github.com/kubeflow/katib/cmd/katib-controller/v1beta1",
                 "goptuna-suggestion": "github.com/kubeflow/katib/cmd/suggestion/goptuna/v1beta1",
+                "katib-db-manager": "github.com/kubeflow/katib/cmd/db-manager/v1beta1",
                 "file-metricscollector": "github.com/kubeflow/katib/cmd/metricscollector/v1beta1/"
                 "file-metricscollector",
             },

@@ -37,19 +37,21 @@ def _corefile(ready_port: int) -> str:
 """
 
 
-def _hold_address() -> None:
-    """Put DNS_IP on the loopback interface (this kernel has no dummy links); kept across runs.
+def hold_address(ip: str) -> None:
+    """Put a Service's ClusterIP on the loopback interface (this kernel has no dummy links).
 
-    A pod's packet to it goes out through the bridge gateway and is delivered locally.
+    A pod's packet to it goes out through the bridge gateway and is delivered locally, so a
+    program of this machine listening there serves the Service with no service proxy. Kept
+    across runs.
     """
     shown = subprocess.run(["ip", "-4", "addr", "show", "dev", "lo"], capture_output=True)
-    if f"{DNS_IP}/32" not in shown.stdout.decode():
-        subprocess.run(["ip", "addr", "add", f"{DNS_IP}/32", "dev", "lo"], check=True)
+    if f"{ip}/32" not in shown.stdout.decode():
+        subprocess.run(["ip", "addr", "add", f"{ip}/32", "dev", "lo"], check=True)
 
 
 def start() -> dict[str, int]:
     """Start CoreDNS on DNS_IP; wait until its kubernetes plugin has synced."""
-    _hold_address()
+    hold_address(DNS_IP)
     ready = free_port()
     corefile = RUN / "coredns" / "Corefile"
     corefile.parent.mkdir(parents=True, exist_ok=True)

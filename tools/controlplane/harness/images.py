@@ -59,6 +59,7 @@ PYPI = "https://pypi.org/simple"  # torch 2.9.0 there: the CUDA 12.8 build, whic
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10.2"  # containerd v2.4.2 internal/cri/config/config.go
 INIT_PYTORCH = "docker.io/library/alpine:3.10"  # training-operator v1.9.4 pkg/config/config.go
 COLLECTOR = "ghcr.io/kubeflow/katib/file-metrics-collector:v0.19.0"  # katib-config.yaml
+GOPTUNA = "ghcr.io/kubeflow/katib/suggestion-goptuna:v0.19.0"  # katib-config.yaml (random)
 PAUSE_SOURCE = ("k8s.io/kubernetes", "build/pause/linux/pause.c")
 PAUSE_CFLAGS = ("-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.10.2-0")  # its Makefile's
 
@@ -130,7 +131,14 @@ def images() -> list[Image]:
         Image(
             COLLECTOR,
             STANDINS / "file-metricscollector.Containerfile",
-            collector_context,
+            lambda: katib_context("file-metricscollector"),
+            (("ALPINE", INIT_PYTORCH),),
+            (INIT_PYTORCH,),
+        ),
+        Image(
+            GOPTUNA,
+            STANDINS / "suggestion-goptuna.Containerfile",
+            lambda: katib_context("goptuna-suggestion"),
             (("ALPINE", INIT_PYTORCH),),
             (INIT_PYTORCH,),
         ),
@@ -147,12 +155,12 @@ def pause_context() -> Path:
     return folder
 
 
-def collector_context() -> Path:
-    """A folder with Katib's file-metricscollector, built with the katib component."""
+def katib_context(program: str) -> Path:
+    """A folder with one of Katib's programs, built with the katib component."""
     katib = components("v2.1.0", "v0.15.2")["katib"]  # the same for every Trainer and KServe
-    folder = STORE / "context" / "file-metricscollector"
+    folder = STORE / "context" / program
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(build(katib) / "bin" / "file-metricscollector", folder)
+    shutil.copy2(build(katib) / "bin" / program, folder)
     return folder
 
 

@@ -50,6 +50,7 @@ require (
 	github.com/go-openapi/jsonpointer v0.21.1 // indirect
 	github.com/go-openapi/jsonreference v0.21.0 // indirect
 	github.com/go-openapi/swag v0.23.1 // indirect
+	github.com/go-sql-driver/mysql v1.5.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang-jwt/jwt/v4 v4.5.2 // indirect
 	github.com/google/btree v1.1.3 // indirect
@@ -65,6 +66,7 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.18.0 // indirect
 	github.com/kubeflow/katib v0.19.0 // indirect
+	github.com/lib/pq v1.10.6 // indirect
 	github.com/lufia/plan9stats v0.0.0-20211012122336-39d0f177ccd0 // indirect
 	github.com/magiconair/properties v1.8.5 // indirect
 	github.com/mailru/easyjson v0.9.0 // indirect
@@ -140,6 +142,7 @@ require (
 )
 
 tool (
+	github.com/kubeflow/katib/cmd/db-manager/v1beta1
 	github.com/kubeflow/katib/cmd/katib-controller/v1beta1
 	github.com/kubeflow/katib/cmd/metricscollector/v1beta1/file-metricscollector
 	github.com/kubeflow/katib/cmd/suggestion/goptuna/v1beta1

@@ -11,11 +11,19 @@ from pathlib import Path
 
 from harness import manifests
 from harness.components import Component
-from harness.controllers import jobset, katib, kserve, kueue, trainer, training_operator
+from harness.controllers import (
+    jobset,
+    katib,
+    katib_db,
+    kserve,
+    kueue,
+    trainer,
+    training_operator,
+)
 from harness.controllers.setup import Setup
 from harness.processes import Process
 
-ORDER = (jobset, training_operator, trainer, kueue, katib, kserve)
+ORDER = (jobset, training_operator, trainer, kueue, katib_db, katib, kserve)
 
 
 def controllers(

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from harness import images
+from harness.controllers import katib_db
 from harness.controllers.setup import Setup, config_file, ports
 from harness.manifests import config_map
 from harness.paths import BIN, CONTROLPLANE
@@ -20,7 +22,8 @@ SUGGESTION_PORT = 6789  # cmd/suggestion/goptuna/v1beta1/main.go listens on 0.0.
 def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     """Its release katib-config with the cert generator off and local ports.
 
-    The suggestion service runs here, reached through connect_proxy.py (see there why).
+    The suggestion service runs here, reached through connect_proxy.py (see there why); so
+    is the DB manager (katib_db.py), by the proxy's route.
     """
     webhook, health = ports()
     proxy = free_port()
@@ -31,6 +34,12 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     config["init"]["controller"].update(
         webhookPort=webhook, metricsAddr="0", healthzAddr=f"127.0.0.1:{health}"
     )
+    # The suggestion service the controller reaches is the local goptuna for every algorithm;
+    # a real-pod namespace still runs each Experiment's suggestion Deployment, so it runs the
+    # goptuna stand-in (which serves random and tpe too) rather than Katib's Python images.
+    for suggestion in config["runtime"]["suggestions"]:
+        if suggestion["algorithmName"] in ("random", "tpe"):
+            suggestion["image"] = images.GOPTUNA
     katib_config["data"]["katib-config.yaml"] = yaml.safe_dump(config, sort_keys=False)
     install_certs(CERTS, setup.pki)
     if not port_free(SUGGESTION_PORT):
@@ -45,7 +54,7 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
                 str(CONTROLPLANE / "connect_proxy.py"),
                 str(proxy),
                 f"127.0.0.1:{SUGGESTION_PORT}",
-                "katib-db-manager.",
+                f"katib-db-manager.={katib_db.ADDRESS}:{katib_db.LISTEN_PORT}",
             ],
         ),
         Process(
