@@ -25,14 +25,14 @@ HARNESS = Path(__file__).resolve().parents[2] / "tools" / "controlplane"
 
 
 def harness_module(name: str):
-    """A module of tools/controlplane/harness (e.g. "node": name, label, storage class)."""
+    """A module of tools/controlplane/harness (e.g. "volumes": the storage class)."""
     if str(HARNESS) not in sys.path:
         sys.path.insert(0, str(HARNESS))
     return importlib.import_module(f"harness.{name}")
 
 
 def harness_node():
-    """tools/controlplane/harness/node.py: the node's name, label, annotations, storage class."""
+    """tools/controlplane/harness/node.py: the node's name, label and namespace annotations."""
     return harness_module("node")
 
 
@@ -57,12 +57,11 @@ class Workspace:
 
 def bind_workspace(core, namespace: str, name: str = "workspace", timeout: float = 60) -> Workspace:
     """Create a PVC of the node's local storage class; wait until it is bound."""
-    node = harness_node()
     body = {
         "metadata": {"name": name},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
-            "storageClassName": node.STORAGE_CLASS,
+            "storageClassName": harness_module("volumes").STORAGE_CLASS,
             "resources": {"requests": {"storage": "1Gi"}},
         },
     }

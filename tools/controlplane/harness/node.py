@@ -51,9 +51,9 @@ CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 RUNC = Path("/usr/sbin/runc")  # Debian's runc (crun fails on this kernel's hybrid cgroups)
 
 
-def ctr(*args: str, capture: bool = True) -> str:
-    """Run ctr against the node's containerd, in the CRI's image namespace."""
-    return run([str(BIN / "ctr"), "--address", str(SOCKET), "-n", "k8s.io", *args], capture=capture)
+def ctr(*args: str) -> str:
+    """Run ctr against the node's containerd, in the CRI's namespace; return its output."""
+    return run([str(BIN / "ctr"), "--address", str(SOCKET), "-n", "k8s.io", *args], capture=True)
 
 
 def node_ip() -> str:
@@ -287,52 +287,20 @@ def _remove_containers() -> None:
     """Kill every task in the CRI namespace and remove its container (sandboxes included)."""
     tasks = ctr("tasks", "list", "-q").split()
     for task in tasks:
-        subprocess.run(
-            [
-                str(BIN / "ctr"),
-                "--address",
-                str(SOCKET),
-                "-n",
-                "k8s.io",
-                "tasks",
-                "kill",
-                "-s",
-                "SIGKILL",
-                task,
-            ],
-            capture_output=True,
-        )
+        _ctr_quietly("tasks", "kill", "-s", "SIGKILL", task)
     deadline = time.monotonic() + 15
     while ctr("tasks", "list", "-q").split() and time.monotonic() < deadline:
         for task in tasks:
-            subprocess.run(
-                [
-                    str(BIN / "ctr"),
-                    "--address",
-                    str(SOCKET),
-                    "-n",
-                    "k8s.io",
-                    "tasks",
-                    "delete",
-                    task,
-                ],
-                capture_output=True,
-            )
+            _ctr_quietly("tasks", "delete", task)
         time.sleep(0.5)
     for container in ctr("containers", "list", "-q").split():
-        subprocess.run(
-            [
-                str(BIN / "ctr"),
-                "--address",
-                str(SOCKET),
-                "-n",
-                "k8s.io",
-                "containers",
-                "delete",
-                container,
-            ],
-            capture_output=True,
-        )
+        _ctr_quietly("containers", "delete", container)
+
+
+def _ctr_quietly(*args: str) -> None:
+    """Run ctr in the CRI namespace; a task or container already gone is fine."""
+    command = [str(BIN / "ctr"), "--address", str(SOCKET), "-n", "k8s.io", *args]
+    subprocess.run(command, capture_output=True)
 
 
 def _unmount_under(folder: Path) -> None:
@@ -355,60 +323,3 @@ def ready_check(api) -> bool:
 def wait_ready(api) -> None:
     """Wait until the node is Ready (the kubelet registered and its runtime and network are)."""
     wait_for(f"node {NAME} to be Ready", lambda: ready_check(api), 120, "kubelet")
-
-
-def local_volumes(count: int, size: str = "50Gi") -> list[dict]:
-    """A StorageClass of local volumes on this node and ``count`` fresh volumes in it.
-
-    Each volume is a folder owned by root, mode 0755, like the root of a fresh block volume:
-    a pod writes it as a non-root user only if the kubelet applies its fsGroup (the local
-    volume plugin does: k8s.io/kubernetes v1.36.3 pkg/volume/local/local.go SetUpAt).
-    """
-    objects = [
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": STORAGE_CLASS},
-            "provisioner": "kubernetes.io/no-provisioner",
-            # Bound at once (one node): a test sees the volume's folder before any pod runs.
-            "volumeBindingMode": "Immediate",
-            "reclaimPolicy": "Retain",
-        }
-    ]
-    for index in range(count):
-        path = VOLUMES / f"pv-{index:02d}"
-        path.mkdir(parents=True, exist_ok=True)
-        path.chmod(0o755)
-        objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolume",
-                "metadata": {"name": f"{NAME}-pv-{index:02d}"},
-                "spec": {
-                    "capacity": {"storage": size},
-                    "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": STORAGE_CLASS,
-                    "local": {"path": str(path)},
-                    "nodeAffinity": {
-                        "required": {
-                            "nodeSelectorTerms": [
-                                {
-                                    "matchExpressions": [
-                                        {
-                                            "key": "kubernetes.io/hostname",
-                                            "operator": "In",
-                                            "values": [NAME],
-                                        }
-                                    ]
-                                }
-                            ]
-                        }
-                    },
-                },
-            }
-        )
-    return objects
-
-
-STORAGE_CLASS = "fmnist-local"
