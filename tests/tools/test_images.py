@@ -102,6 +102,7 @@ def test_the_tier_builds_our_images_on_its_bases_under_the_pipeline_names():
         images.SANDBOX_IMAGE,
         images.INIT_PYTORCH,
         images.COLLECTOR,
+        images.GOPTUNA,
     ]
     for image in built.values():  # each base comes before the images built on it
         order = list(built)
@@ -222,3 +223,27 @@ def test_make_images_uses_podman_where_no_docker_daemon_answers(tmp_path):
     assert "--network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024" in commands
     (tmp_path / "docker").write_text("#!/bin/sh\nexit 0\n")  # `docker info` answers
     assert "docker build" in run_make_images(f"{tmp_path}:/usr/bin:/bin")
+
+
+def test_the_suggestion_stand_in_is_katibs_goptuna_where_its_dockerfile_puts_it():
+    config = yaml.safe_load(
+        upstream_text(
+            "github.com/kubeflow/katib",
+            "v0.19.0",
+            "manifests/v1beta1/installs/katib-standalone/katib-config.yaml",
+        )
+    )
+    suggestions = {s["algorithmName"]: s["image"] for s in config["runtime"]["suggestions"]}
+    assert suggestions["cmaes"] == suggestions["sobol"] == images.GOPTUNA
+    folder = "cmd/suggestion/goptuna/v1beta1"
+    upstream_steps = instructions(
+        upstream.module_file("github.com/kubeflow/katib", "v0.19.0", f"{folder}/Dockerfile")
+    )
+    final = upstream_steps[max(i for i, s in enumerate(upstream_steps) if s.startswith("FROM ")) :]
+    ours = instructions(STANDINS / "suggestion-goptuna.Containerfile")
+    keep = ("WORKDIR", "ENTRYPOINT", "USER")
+    assert [s for s in ours if s.split()[0] in keep] == [
+        s.replace("${TARGET_DIR}", "/opt/katib") for s in final if s.split()[0] in keep
+    ]
+    katib = images.components("v2.3.0", "v0.15.2")["katib"]
+    assert katib.tools["goptuna-suggestion"] == f"github.com/kubeflow/katib/{folder}"
