@@ -104,8 +104,15 @@ def test_four_fake_nodes_with_their_gpus(core):
     kwok v0.8.0 kustomize/stage/node/fast/node-initialize.yaml: keeps status.allocatable and
     capacity as given and sets the Ready condition.
     """
-    nodes = {n.metadata.name: n for n in core.list_node().items}
+    every = core.list_node().items
+    nodes = {
+        n.metadata.name: n
+        for n in every
+        if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"
+    }
     assert set(nodes) == {"gpu-node-1", "gpu-node-2", "mig-node-1", "cpu-node-1"}
+    # ... and the real kubelet's node (harness/node.py), which kwok leaves alone.
+    assert {n.metadata.name for n in every} - set(nodes) == {"real-node-1"}
     for node in nodes.values():
         ready = [c.status for c in node.status.conditions if c.type == "Ready"]
         assert ready == ["True"], node.metadata.name
