@@ -139,24 +139,32 @@ def test_init_pytorch_runs_the_training_operators_default_image():
     assert 'CMD ["/bin/sh"]' in steps
 
 
+def katib_config() -> dict:
+    """Katib v0.19.0's standalone katib-config (the images it names)."""
+    path = "manifests/v1beta1/installs/katib-standalone/katib-config.yaml"
+    return yaml.safe_load(upstream_text("github.com/kubeflow/katib", "v0.19.0", path))
+
+
+def kept_final_steps(steps: list[str], replace: dict[str, str] | None = None) -> list[str]:
+    """The WORKDIR, ENTRYPOINT and USER steps of a Containerfile's last stage."""
+    final = steps[max(i for i, s in enumerate(steps) if s.startswith("FROM ")) :]
+    for old, new in (replace or {}).items():
+        final = [s.replace(old, new) for s in final]
+    return [s for s in final if s.split()[0] in ("WORKDIR", "ENTRYPOINT", "USER")]
+
+
+def upstream_dockerfile(folder: str) -> list[str]:
+    """The steps of a Dockerfile in the pinned katib module."""
+    path = f"{folder}/Dockerfile"
+    return instructions(upstream.module_file("github.com/kubeflow/katib", "v0.19.0", path))
+
+
 def test_the_metrics_collector_is_katibs_stdout_collector_where_its_dockerfile_puts_it():
-    config = yaml.safe_load(
-        upstream_text(
-            "github.com/kubeflow/katib",
-            "v0.19.0",
-            "manifests/v1beta1/installs/katib-standalone/katib-config.yaml",
-        )
-    )
-    collectors = {c["kind"]: c["image"] for c in config["runtime"]["metricsCollectors"]}
+    collectors = {c["kind"]: c["image"] for c in katib_config()["runtime"]["metricsCollectors"]}
     assert collectors["StdOut"] == collectors["File"] == images.COLLECTOR
     folder = "cmd/metricscollector/v1beta1/file-metricscollector"
-    upstream_steps = instructions(
-        upstream.module_file("github.com/kubeflow/katib", "v0.19.0", f"{folder}/Dockerfile")
-    )
-    final = upstream_steps[max(i for i, s in enumerate(upstream_steps) if s.startswith("FROM ")) :]
     ours = instructions(STANDINS / "file-metricscollector.Containerfile")
-    keep = ("WORKDIR", "ENTRYPOINT", "USER")
-    assert [s for s in ours if s.split()[0] in keep] == [s for s in final if s.split()[0] in keep]
+    assert kept_final_steps(ours) == kept_final_steps(upstream_dockerfile(folder))
     katib = images.components("v2.1.0", "v0.15.2")["katib"]
     assert katib.tools["file-metricscollector"] == f"github.com/kubeflow/katib/{folder}"
 
@@ -226,24 +234,11 @@ def test_make_images_uses_podman_where_no_docker_daemon_answers(tmp_path):
 
 
 def test_the_suggestion_stand_in_is_katibs_goptuna_where_its_dockerfile_puts_it():
-    config = yaml.safe_load(
-        upstream_text(
-            "github.com/kubeflow/katib",
-            "v0.19.0",
-            "manifests/v1beta1/installs/katib-standalone/katib-config.yaml",
-        )
-    )
-    suggestions = {s["algorithmName"]: s["image"] for s in config["runtime"]["suggestions"]}
+    suggestions = {s["algorithmName"]: s["image"] for s in katib_config()["runtime"]["suggestions"]}
     assert suggestions["cmaes"] == suggestions["sobol"] == images.GOPTUNA
     folder = "cmd/suggestion/goptuna/v1beta1"
-    upstream_steps = instructions(
-        upstream.module_file("github.com/kubeflow/katib", "v0.19.0", f"{folder}/Dockerfile")
-    )
-    final = upstream_steps[max(i for i, s in enumerate(upstream_steps) if s.startswith("FROM ")) :]
     ours = instructions(STANDINS / "suggestion-goptuna.Containerfile")
-    keep = ("WORKDIR", "ENTRYPOINT", "USER")
-    assert [s for s in ours if s.split()[0] in keep] == [
-        s.replace("${TARGET_DIR}", "/opt/katib") for s in final if s.split()[0] in keep
-    ]
+    upstream_steps = kept_final_steps(upstream_dockerfile(folder), {"${TARGET_DIR}": "/opt/katib"})
+    assert kept_final_steps(ours) == upstream_steps
     katib = images.components("v2.3.0", "v0.15.2")["katib"]
     assert katib.tools["goptuna-suggestion"] == f"github.com/kubeflow/katib/{folder}"

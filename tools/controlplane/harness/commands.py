@@ -66,7 +66,6 @@ def up(args) -> None:
     _after_webhooks(api, args.trainer, processes["nodes"])
     progress(started, "torch-distributed runtime and kwok ClusterLogs created, nodes Ready")
     processes["pids"] |= _start_real_node(api, pod_images)
-    STATE.write_text(json.dumps({**versions, **processes}))
     seconds["real_node"] = time.monotonic() - started - sum(seconds.values())
     progress(started, f"CoreDNS answering, node {node.NAME} Ready")
     seconds["total"] = time.monotonic() - started

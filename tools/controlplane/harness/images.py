@@ -9,12 +9,13 @@ Three kinds, built in the order of ``images()``:
   the torch layer is one and the same in all three (the Dockerfiles' `torch` stage);
 - stand-ins, under their upstream names and users, for the images that upstream programs
   put into our pods: containerd's pause (sandbox) image, the Training Operator's
-  init-pytorch image and Katib's StdOut/File metrics collector.
+  init-pytorch image, Katib's StdOut/File metrics collector and its goptuna suggestion.
 
 An image is rebuilt only when its key changes: a hash of its Containerfile, its build
 arguments, the files it copies and its bases' keys (podman's layer cache then rebuilds
-only the layers after the change). ``ensure_images()`` returns one docker-archive of every
-image a pod uses (``IMAGE_NAMES``), for ``ctr -n k8s.io images import``.
+only the layers after the change). ``ensure_images()`` returns the set of images a pod uses
+(``IMAGE_NAMES``) with a key of their ids; the node streams them from podman into containerd
+(``save_command``) once per key.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from harness.pins import upstream
 from harness.processes import run
 
 RECIPE = "1"  # bump when the way an image is made changes
-STORE = CACHE / "images"  # built.json (the key and id of each image), contexts, the archive
+STORE = CACHE / "images"  # built.json (the key and id of each image), build contexts
 STANDINS = CONTROLPLANE / "images"  # the Containerfiles of the stand-ins
 PODMAN = ("podman", "--runtime", "/usr/sbin/runc")  # crun fails on hybrid cgroups
 # podman copies its own (higher) limits into the container, which runc may not set.

@@ -30,7 +30,7 @@ PORT = 6789  # the Service port the collector dials
 LISTEN_PORT = 16789  # the goptuna suggestion service holds *:6789 on this machine
 POSTGRES = Path("/usr/lib/postgresql/15/bin")
 DATA = Path("/run/fmnist-katib-db")  # owned by the postgres user, who must reach it
-USER = DATABASE = "katib"  # pkg/db/v1beta1/common/const.go defaults
+USER = "katib"  # pkg/db/v1beta1/common/const.go DefaultPostgreSQLUser
 
 
 def _as_postgres(*command: str) -> list[str]:
