@@ -219,9 +219,9 @@ def test_a_katib_experiment_of_two_trials_ends_with_observations(
             raise
     assert accuracy > 0.5
     assert len(recorded.pods) == 2
-    # The best trial's lr is one a trial ran with. (Not checked against the range: the
-    # tier's one goptuna process keeps the search space of the first Experiment it served,
-    # katib v0.19.0 pkg/suggestion/v1beta1/goptuna/service.go.)
+    # Every trial drew from this Experiment's own space: its suggestion pod served it (a
+    # shared goptuna keeps the first Experiment's study, katib v0.19.0
+    # pkg/suggestion/v1beta1/goptuna/service.go; connect_proxy.py routes to the pod).
     tried = set()
     for pod in recorded.pods.values():
         words = " ".join(
@@ -229,6 +229,7 @@ def test_a_katib_experiment_of_two_trials_ends_with_observations(
         )
         tried |= {float(value) for value in re.findall(r"--lr[= ]([0-9.e+-]+)", words)}
     assert len(tried) == 2 and any(math.isclose(best["lr"], lr) for lr in tried), (best, tried)
+    assert all(0.001 <= lr <= 0.003 for lr in tried) and best["epochs"] == 1, (best, tried)
     for name, pod in recorded.pods.items():
         assert pod.spec.node_name == harness_node().NAME
         containers = {status.name: status for status in pod.status.container_statuses}

@@ -9,17 +9,28 @@ then tunnels through it with CONNECT and leaves the name unresolved (grpc-go >= 
 internal/resolver/delegatingresolver), and the proxy connects to the local service.
 
     python3 connect_proxy.py LISTEN_PORT TARGET_HOST:TARGET_PORT [HOST_PREFIX=HOST:PORT ...]
+        [--pods-on NODE --kubeconfig FILE]
 
 A tunnel to a host starting with a HOST_PREFIX goes to that prefix's address instead: the
 harness sends ``katib-db-manager.`` to Katib's DB manager (harness/controllers/katib.py), so
 that the suggestion service never answers in its place.
+
+With ``--pods-on``, a tunnel to ``<service>.<namespace>`` whose Service has a ready endpoint
+on that (real) node goes to the endpoint's pod address: each Experiment then talks to its own
+suggestion pod, as on a cluster. The local goptuna keeps one study per process, the first
+Experiment's (katib v0.19.0 pkg/suggestion/v1beta1/goptuna/service.go), so it can stand in
+only for Experiments whose pods are kwok's.
 """
 
 from __future__ import annotations
 
+import argparse
 import socket
 import sys
 import threading
+from collections.abc import Callable
+
+Resolver = Callable[[str, int], tuple[str, int] | None]
 
 
 def pipe(source: socket.socket, sink: socket.socket) -> None:
@@ -38,9 +49,12 @@ def pipe(source: socket.socket, sink: socket.socket) -> None:
 
 
 def serve(
-    client: socket.socket, target: tuple[str, int], routes: dict[str, tuple[str, int]]
+    client: socket.socket,
+    target: tuple[str, int],
+    routes: dict[str, tuple[str, int]],
+    resolve: Resolver,
 ) -> None:
-    """Read one CONNECT request, answer 200, then relay to ``target`` (or a route's)."""
+    """Read one CONNECT request, answer 200, then relay to ``target`` (or a route's, or a pod's)."""
     request = b""
     while b"\r\n\r\n" not in request:
         chunk = client.recv(4096)
@@ -53,8 +67,9 @@ def serve(
         client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
         client.close()
         return
-    host = head.split()[1].decode()
-    target = next((t for prefix, t in routes.items() if host.startswith(prefix)), target)
+    host, port = address(head.split()[1].decode())
+    routed = next((t for prefix, t in routes.items() if host.startswith(prefix)), None)
+    target = routed or resolve(host, port) or target
     try:
         upstream = socket.create_connection(target, timeout=10)
         upstream.settimeout(None)
@@ -64,7 +79,7 @@ def serve(
         client.sendall(message)
         client.close()
         return
-    print(f"CONNECT {host} -> {target[0]}:{target[1]}", flush=True)
+    print(f"CONNECT {host}:{port} -> {target[0]}:{target[1]}", flush=True)
     client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
     if rest:
         upstream.sendall(rest)
@@ -78,16 +93,50 @@ def address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def pod_resolver(node: str, kubeconfig: str) -> Resolver:
+    """Find a ready endpoint on ``node`` of the Service a ``<service>.<namespace>`` host names."""
+    from kubernetes import client, config
+    from urllib3.exceptions import HTTPError
+
+    discovery = client.DiscoveryV1Api(config.new_client_from_config(kubeconfig))
+
+    def resolve(host: str, port: int) -> tuple[str, int] | None:
+        service, _, rest = host.partition(".")
+        namespace = rest.split(".", 1)[0]
+        if not namespace:
+            return None
+        try:
+            slices = discovery.list_namespaced_endpoint_slice(
+                namespace, label_selector=f"kubernetes.io/service-name={service}"
+            ).items
+        except (client.ApiException, HTTPError) as error:
+            print(f"cannot read {namespace}/{service}'s endpoints: {error}", flush=True)
+            return None
+        for endpoint in (e for s in slices for e in s.endpoints or []):
+            if endpoint.node_name == node and (endpoint.conditions.ready is not False):
+                return endpoint.addresses[0], port
+        return None
+
+    return resolve
+
+
 def main(argv: list[str]) -> int:
     """Listen on 127.0.0.1:LISTEN_PORT until killed."""
-    port, target = int(argv[0]), address(argv[1])
-    routes = {prefix: address(to) for prefix, to in (route.split("=", 1) for route in argv[2:])}
-    listener = socket.create_server(("127.0.0.1", port))
-    print(f"proxy on 127.0.0.1:{port} -> {target[0]}:{target[1]}, routes {routes}", flush=True)
+    parser = argparse.ArgumentParser(description="CONNECT proxy to local services")
+    parser.add_argument("port", type=int)
+    parser.add_argument("target", type=address)
+    parser.add_argument("routes", nargs="*", metavar="HOST_PREFIX=HOST:PORT")
+    parser.add_argument("--pods-on", metavar="NODE")
+    parser.add_argument("--kubeconfig")
+    args = parser.parse_args(argv)
+    routes = {prefix: address(to) for prefix, to in (r.split("=", 1) for r in args.routes)}
+    resolve = pod_resolver(args.pods_on, args.kubeconfig) if args.pods_on else lambda h, p: None
+    listener = socket.create_server(("127.0.0.1", args.port))
+    print(f"proxy on 127.0.0.1:{args.port} -> {args.target}, routes {routes}", flush=True)
     while True:
         client, _ = listener.accept()
-        args = (client, target, routes)
-        threading.Thread(target=serve, args=args, daemon=True).start()
+        work = (client, args.target, routes, resolve)
+        threading.Thread(target=serve, args=work, daemon=True).start()
 
 
 if __name__ == "__main__":

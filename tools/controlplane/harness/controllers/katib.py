@@ -7,11 +7,11 @@ from pathlib import Path
 
 import yaml
 
-from harness import images
+from harness import images, node
 from harness.controllers import katib_db
 from harness.controllers.setup import Setup, config_file, ports
 from harness.manifests import config_map
-from harness.paths import BIN, CONTROLPLANE
+from harness.paths import BIN, CONTROLPLANE, KUBECONFIG
 from harness.pki import install_certs
 from harness.processes import Process, free_port, port_free
 
@@ -22,8 +22,9 @@ SUGGESTION_PORT = 6789  # cmd/suggestion/goptuna/v1beta1/main.go listens on 0.0.
 def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     """Its release katib-config with the cert generator off and local ports.
 
-    The suggestion service runs here, reached through connect_proxy.py (see there why); so
-    is the DB manager (katib_db.py), by the proxy's route.
+    The suggestion service runs here, reached through connect_proxy.py (see there why), for
+    Experiments whose pods are kwok's; the proxy sends an Experiment whose suggestion pod runs
+    on the real node to that pod, and the DB manager's Service to katib_db.py's address.
     """
     webhook, health = ports()
     proxy = free_port()
@@ -34,9 +35,8 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     config["init"]["controller"].update(
         webhookPort=webhook, metricsAddr="0", healthzAddr=f"127.0.0.1:{health}"
     )
-    # The suggestion service the controller reaches is the local goptuna for every algorithm;
-    # a real-pod namespace still runs each Experiment's suggestion Deployment, so it runs the
-    # goptuna stand-in (which serves random and tpe too) rather than Katib's Python images.
+    # A real-pod namespace runs each Experiment's suggestion Deployment from the goptuna
+    # stand-in (which serves random and tpe too) rather than Katib's Python images.
     for suggestion in config["runtime"]["suggestions"]:
         if suggestion["algorithmName"] in ("random", "tpe"):
             suggestion["image"] = images.GOPTUNA
@@ -55,6 +55,10 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
                 str(proxy),
                 f"127.0.0.1:{SUGGESTION_PORT}",
                 f"katib-db-manager.={katib_db.ADDRESS}:{katib_db.LISTEN_PORT}",
+                "--pods-on",
+                node.NAME,
+                "--kubeconfig",
+                str(KUBECONFIG),
             ],
         ),
         Process(
