@@ -19,8 +19,12 @@ IMAGE_NAME_MAX = 255  # distribution/reference: the name part (before tag and di
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUANTITY = re.compile(r"(?P<number>\d+(\.\d*)?|\.\d+)(?P<suffix>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+DNS_SUBDOMAIN_PATTERN = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+QUANTITY_PATTERN = re.compile(
+    r"(?P<number>\d+(\.\d*)?|\.\d+)(?P<suffix>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?"
+)
 _SUFFIXES = {
     "m": 1e-3,
     **{suffix: 1000.0**power for power, suffix in enumerate("kMGTPE", start=1)},
@@ -55,18 +59,18 @@ def is_dns1035_label(text: object, max_length: int = LABEL_MAX) -> bool:
 
 def is_dns_subdomain(text: object, max_length: int = SUBDOMAIN_MAX) -> bool:
     """A DNS-1123 subdomain: DNS labels joined by dots."""
-    return _fits(_DNS_SUBDOMAIN, text, max_length)
+    return _fits(DNS_SUBDOMAIN_PATTERN, text, max_length)
 
 
 def is_quantity(text: object) -> bool:
     """A Kubernetes quantity above zero, such as ``2``, ``500m``, ``1.5``, ``4Gi``."""
-    found = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
+    found = QUANTITY_PATTERN.fullmatch(text) if isinstance(text, str) else None
     return found is not None and float(found["number"]) > 0
 
 
 def quantity_value(text: str) -> float:
     """A quantity accepted by ``is_quantity`` as a number: ``500m`` is 0.5, ``4Gi`` 4 * 2**30."""
-    found = _QUANTITY.fullmatch(text)
+    found = QUANTITY_PATTERN.fullmatch(text)
     if found is None:
         raise ValueError(f"not a Kubernetes quantity: {text!r}")
     return float(found["number"]) * _SUFFIXES.get(found["suffix"], 1.0)

@@ -19,6 +19,11 @@ import typing
 from dataclasses import asdict, dataclass, field, fields
 
 from components.images import default_image
+from components.specs.compat import (
+    DEPLOYMENT_MODES,
+    LEGACY_DEPLOYMENT_MODES,
+    canonical_deployment_mode,
+)
 from components.specs.names import (
     is_dns1035_label,
     is_dns_label,
@@ -32,9 +37,6 @@ from trainer.config import OPTIMIZERS, TrainConfig
 
 TARGETS = ("cluster", "local")
 JOB_APIS = ("auto", "pytorchjob", "trainjob")
-# KServe >= 0.16 names; <= 0.15 knows only the legacy ones. Either spelling is accepted.
-DEPLOYMENT_MODES = {"Standard": "Standard", "Knative": "Knative"}
-LEGACY_DEPLOYMENT_MODES = {"RawDeployment": "Standard", "Serverless": "Knative"}
 # The LocalQueues of k8s/kueue: CPU and GPU work never share a ClusterQueue.
 CPU_QUEUE, GPU_QUEUE, MIG_QUEUE = "fmnist-cpu", "fmnist-gpu", "fmnist-mig"
 # The InferenceService name becomes part of Deployment and Service names (<= 63 chars).
@@ -243,13 +245,10 @@ class Serving(ParameterSet):
         require(is_dns1035_label(model_name, MAX_MODEL_NAME), "model_name", name, model_name)
         pvc = "a PVC name (lowercase DNS subdomain)"
         require(is_dns_subdomain(self.model_pvc), "model_pvc", pvc, self.model_pvc)
-        modes = ", ".join([*DEPLOYMENT_MODES, *LEGACY_DEPLOYMENT_MODES])
-        require(
-            self.deployment_mode in modes.split(", "),
-            "deployment_mode",
-            f"one of {modes}",
-            self.deployment_mode,
-        )
+        # KServe >= 0.16 names, or <= 0.15's (components/specs/compat.py): either is accepted.
+        modes = (*DEPLOYMENT_MODES, *LEGACY_DEPLOYMENT_MODES)
+        mode = self.deployment_mode
+        require(mode in modes, "deployment_mode", _one_of(modes), mode)
         self._check_replicas()
         resource = self.serving_gpu_resource
         allowed = "an extended resource name such as nvidia.com/gpu"
@@ -284,10 +283,7 @@ class Serving(ParameterSet):
     @property
     def mode(self) -> str:
         """The deployment mode in KServe >= 0.16's names: Standard or Knative."""
-        return (
-            DEPLOYMENT_MODES.get(self.deployment_mode)
-            or LEGACY_DEPLOYMENT_MODES[self.deployment_mode]
-        )
+        return canonical_deployment_mode(self.deployment_mode)
 
 
 def check_target(target: str) -> str:
