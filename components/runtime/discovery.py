@@ -8,8 +8,10 @@ Which training job API, which Trainer generation, which KServe naming:
   (v2.1) or ``spec.runtimePatches`` (v2.2 and later).
 - Kueue API version: ``kueue.x-k8s.io/v1beta2`` when served, else ``v1beta1``.
 - KServe naming: the served InferenceService schema gained ``spec.predictor.storageUris``
-  in v0.16.0, the release that renamed the deployment modes to Standard/Knative (kserve
-  ``config/crd/full/serving.kserve.io_inferenceservices.yaml`` at v0.15.2 and v0.16.0).
+  in v0.16.0, the release that renamed the deployment modes to Standard/Knative.
+
+The fields and versions looked for, and their upstream sources, are in
+``components/specs/compat.py``.
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ from __future__ import annotations
 import functools
 
 from components.runtime.kube import KubeClient
-from components.specs.kinds import (
-    INFERENCESERVICE,
+from components.specs.compat import (
+    KSERVE_NEW_NAMES_FIELD,
     KUEUE_VERSIONS,
-    PYTORCHJOB,
-    TRAINJOB,
-    CustomResource,
+    TRAINER_GENERATION_FIELDS,
 )
+from components.specs.kinds import INFERENCESERVICE, PYTORCHJOB, TRAINJOB, CustomResource
 
 INSTALL_HINT = (
     "install the Kubeflow Training Operator v1.9 (PyTorchJob) or Kubeflow Trainer v2 "
@@ -94,15 +95,13 @@ def _has(schema: dict, *path: str) -> bool:
 def trainjob_generation(kube: KubeClient) -> str:
     """``v2.1`` (podTemplateOverrides) or ``v2.2`` (runtimePatches, v2.2 and later)."""
     schema = _schema(kube, TRAINJOB)
-    if _has(schema, "spec", "runtimePatches"):
-        return "v2.2"
-    if _has(schema, "spec", "podTemplateOverrides"):
-        return "v2.1"
-    raise ClusterMismatch(
-        "the served TrainJob schema has neither runtimePatches nor podTemplateOverrides"
-    )
+    for generation, field in TRAINER_GENERATION_FIELDS.items():
+        if _has(schema, "spec", field):
+            return generation
+    fields = " nor ".join(TRAINER_GENERATION_FIELDS.values())
+    raise ClusterMismatch(f"the served TrainJob schema has neither {fields}")
 
 
 def kserve_uses_legacy_names(kube: KubeClient) -> bool:
     """Whether the installed KServe predates 0.16 (RawDeployment/Serverless naming)."""
-    return not _has(_schema(kube, INFERENCESERVICE), "spec", "predictor", "storageUris")
+    return not _has(_schema(kube, INFERENCESERVICE), *KSERVE_NEW_NAMES_FIELD)

@@ -26,14 +26,10 @@ from components.runtime.discovery import kserve_uses_legacy_names
 from components.runtime.kube import KubeClient, apply, current_namespace
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.waiting import condition_summary, true_conditions, wait_until
-from components.specs.inferenceservice import (
-    PREDICTOR_CONTAINER,
-    inference_service,
-    mode_name,
-    storage_uri,
-)
+from components.specs.compat import canonical_deployment_mode, deployment_mode_name
+from components.specs.inferenceservice import PREDICTOR_CONTAINER, inference_service, storage_uri
 from components.specs.kinds import INFERENCESERVICE
-from components.specs.params import LEGACY_DEPLOYMENT_MODES, Serving
+from components.specs.params import Serving
 
 MODEL_STORE_MOUNT = "/mnt/model-store"  # where the pipeline mounts the model_pvc
 POLL_SECONDS = 5.0
@@ -73,8 +69,8 @@ def mode_annotation(serving: Serving, live: dict | None, legacy: bool) -> str:
     """
     recorded = ((live or {}).get("status") or {}).get("deploymentMode")
     if not recorded:
-        return mode_name(serving.mode, legacy)
-    current = LEGACY_DEPLOYMENT_MODES.get(recorded, recorded)
+        return deployment_mode_name(serving.mode, legacy)
+    current = canonical_deployment_mode(recorded)
     if current != serving.mode:
         name = live["metadata"]["name"]
         raise DeployFailed(
@@ -83,7 +79,7 @@ def mode_annotation(serving: Serving, live: dict | None, legacy: bool) -> str:
             f"deployment_mode={current}, or delete it first (kubectl delete "
             f"inferenceservice {name}) to switch to {serving.deployment_mode}"
         )
-    return mode_name(recorded, legacy)
+    return deployment_mode_name(recorded, legacy)
 
 
 class RolloutWatch:

@@ -36,6 +36,8 @@ from components.runtime.logs import LogFollower
 from components.runtime.objects import create_or_adopt, run_object_name
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.waiting import condition_summary, true_conditions, wait_until
+from components.runtime.workspace import stage_dataset
+from components.specs.compat import DEFAULT_TRAINER_GENERATION
 from components.specs.kinds import JOB_KINDS, WORKLOAD, JobKind
 from components.specs.params import TrainingJob
 from components.specs.pods import Placement, TrainerFlags, WorkPaths
@@ -59,7 +61,7 @@ class Target:
     """Which API the job goes to and in what generation."""
 
     api: str  # pytorchjob or trainjob
-    generation: str = "v2.2"  # the Trainer generation, for a TrainJob
+    generation: str = DEFAULT_TRAINER_GENERATION  # the Trainer generation, for a TrainJob
 
     @property
     def kind(self) -> JobKind:
@@ -70,13 +72,8 @@ class Target:
 def find_target(kube: KubeClient, job_api: str) -> Target:
     """The job API to use (``auto`` asks the cluster) and, for TrainJob, its generation."""
     api = choose_job_api(kube, job_api)
-    return Target(api, trainjob_generation(kube) if api == "trainjob" else "v2.2")
-
-
-def stage_dataset(dataset_dir: str, paths: WorkPaths) -> None:
-    """Copy the packed dataset into the workspace, where the job's pods can read it."""
-    shutil.copytree(dataset_dir, paths.data, dirs_exist_ok=True)
-    paths.checkpoints.mkdir(parents=True, exist_ok=True)
+    generation = trainjob_generation(kube) if api == "trainjob" else DEFAULT_TRAINER_GENERATION
+    return Target(api, generation)
 
 
 class JobWatch:

@@ -7,15 +7,13 @@ storage_initializer_injector.go``). The pod runs restricted. With ``serving_gpus
 predictor runs the network on CUDA (``--device=cuda``: an image without CUDA torch stops at
 start with a one-line error instead of holding an idle GPU) and tolerates the GPU nodes'
 taint, like the training pods. The deployment mode annotation
-is written in the naming the installed KServe understands: ``Standard``/``Knative`` from
-0.16 on, ``RawDeployment``/``Serverless`` before (kserve ``pkg/constants/constants.go`` at
-v0.15.2 and v0.16.0).
+is written in the naming the installed KServe understands (``compat.deployment_mode_name``).
 """
 
 from __future__ import annotations
 
 from components.specs.kinds import INFERENCESERVICE
-from components.specs.params import LEGACY_DEPLOYMENT_MODES, Serving
+from components.specs.params import Serving
 from components.specs.pods import (
     GPU_TOLERATION,
     container_security_context,
@@ -27,14 +25,6 @@ from serving.defaults import HTTP_PORT, MODEL_DIR
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 PREDICTOR_CONTAINER = "kserve-container"  # KServe's name for the predictor's main container
 SERVING_CPU, SERVING_MEMORY = "1", "2Gi"  # per predictor replica
-
-
-def mode_name(mode: str, legacy: bool) -> str:
-    """A mode (either naming) in the naming of KServe <= 0.15 (``legacy``) or >= 0.16."""
-    canonical = LEGACY_DEPLOYMENT_MODES.get(mode, mode)
-    if not legacy:
-        return canonical
-    return {new: old for old, new in LEGACY_DEPLOYMENT_MODES.items()}.get(canonical, canonical)
 
 
 def storage_uri(pvc: str, path: str) -> str:

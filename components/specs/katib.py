@@ -20,20 +20,16 @@ from components.specs.sweep import TRIAL_PARAMETER_NAMES, Sweep
 from trainer.metrics import KATIB_METRICS_FILTER
 
 TRIAL_NAME_PARAMETER = "trialName"  # ${trialSpec.Name}: keeps each trial's files apart
-# Katib's trialTemplate settings per job kind (constants.go, v0.19.0).
+# Katib's trialTemplate conditions per job kind (constants.go, v0.19.0); the primary pod's
+# labels are the job kind's rank-0 labels (compat.RANK0_POD_LABELS).
 TRIAL_SETTINGS = {
     "PyTorchJob": {
         "successCondition": 'status.conditions.#(type=="Succeeded")#|#(status=="True")#',
         "failureCondition": 'status.conditions.#(type=="Failed")#|#(status=="True")#',
-        "primaryPodLabels": {"training.kubeflow.org/job-role": "master"},
     },
     "TrainJob": {
         "successCondition": 'status.conditions.#(type=="Complete")#|#(status=="True")#',
         "failureCondition": 'status.conditions.#(type=="Failed")#|#(status=="True")#',
-        "primaryPodLabels": {
-            "jobset.sigs.k8s.io/replicatedjob-name": "node",
-            "batch.kubernetes.io/job-completion-index": "0",
-        },
     },
 }
 _TRIAL_PARAMETER_HELP = {
@@ -136,6 +132,7 @@ def trial_template(sweep: Sweep, kind: JobKind, trial_job: dict) -> dict:
     return {
         "primaryContainerName": kind.container,
         **TRIAL_SETTINGS[kind.resource.kind],
+        "primaryPodLabels": kind.rank0_labels,
         "trialParameters": trial_parameters(sweep),
         "trialSpec": trial_job,
     }

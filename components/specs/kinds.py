@@ -5,15 +5,13 @@ the API, which pod is rank 0 and which container prints the log, and which condi
 types mean success, failure and suspension. Upstream sources of each, read at the tags
 the project supports:
 
-- PyTorchJob (kubeflow/training-operator v1.9.4): labels ``training.kubeflow.org/job-name``
-  and ``training.kubeflow.org/replica-type`` and conditions ``Succeeded``/``Failed``/
-  ``Suspended`` (``pkg/apis/kubeflow.org/v1/common_types.go``), the replica type in lower
-  case (``pkg/controller.v1/common/pod.go``), container ``pytorch``.
-- TrainJob (kubeflow/trainer v2.1.0 and v2.3.0): pods of the JobSet's ``node`` replicated
-  job, rank 0 at completion index 0 (katib v0.19.0 ``DefaultTrainJobPrimaryPodLabels`` in
-  ``pkg/apis/controller/experiments/v1beta1/constants.go``), container ``node``
+- PyTorchJob (kubeflow/training-operator v1.9.4): conditions ``Succeeded``/``Failed``/
+  ``Suspended`` (``pkg/apis/kubeflow.org/v1/common_types.go``), container ``pytorch``.
+- TrainJob (kubeflow/trainer v2.1.0 and v2.3.0): container ``node``
   (``manifests/base/runtimes/torch_distributed.yaml``), conditions ``Complete``/``Failed``/
   ``Suspended`` (``pkg/apis/trainer/v1alpha1/trainjob_types.go``).
+
+Rank 0's pod labels, per kind, are in ``components/specs/compat.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kubeflow.training import constants as training
+
+from components.specs.compat import JOB_NAME_LABELS, KUEUE_VERSIONS, RANK0_POD_LABELS
 
 
 @dataclass(frozen=True)
@@ -54,12 +54,9 @@ TRIAL = CustomResource("kubeflow.org", "v1beta1", "trials", "Trial")
 PROPAGATION_POLICY = CustomResource(
     "policy.karmada.io", "v1alpha1", "propagationpolicies", "PropagationPolicy"
 )
-# Read at the newest version served (runtime/discovery.py kueue_resource): Kueue v0.19.2
-# serves v1beta2 and deprecates v1beta1 (config/components/crd/bases/*.yaml), older Kueue
-# serves only v1beta1. The fields read (conditions, existence) are the same in both.
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")
-LOCALQUEUE = CustomResource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-WORKLOAD = CustomResource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+# Read at the newest of compat.KUEUE_VERSIONS served (runtime/discovery.py kueue_resource).
+LOCALQUEUE = CustomResource("kueue.x-k8s.io", KUEUE_VERSIONS[0], "localqueues", "LocalQueue")
+WORKLOAD = CustomResource("kueue.x-k8s.io", KUEUE_VERSIONS[0], "workloads", "Workload")
 
 
 @dataclass(frozen=True)
@@ -68,29 +65,29 @@ class JobKind:
 
     resource: CustomResource
     container: str  # the trainer container, whose log is followed
-    rank0_labels: str  # label selector of rank 0's pod; {name} is the job's name
     succeeded: str  # condition type that means the job succeeded
     failed: str = "Failed"
     suspended: str = "Suspended"
 
+    @property
+    def rank0_labels(self) -> dict[str, str]:
+        """The labels of rank 0's pod in any job of this kind (what Katib's trials read)."""
+        return dict(RANK0_POD_LABELS[self.resource.kind])
+
     def rank0_selector(self, name: str) -> str:
-        """The label selector of this job's rank-0 pod."""
-        return self.rank0_labels.format(name=name)
+        """The label selector of rank 0's pod in the job called ``name``."""
+        labels = {JOB_NAME_LABELS[self.resource.kind]: name, **self.rank0_labels}
+        return ",".join(f"{key}={value}" for key, value in labels.items())
 
 
 PYTORCHJOB_KIND = JobKind(
     PYTORCHJOB,
     container=training.PYTORCHJOB_CONTAINER,
-    rank0_labels=f"{training.JOB_NAME_LABEL}={{name}},{training.REPLICA_TYPE_LABEL}=master",
     succeeded=training.JOB_CONDITION_SUCCEEDED,
 )
 TRAINJOB_KIND = JobKind(
     TRAINJOB,
     container="node",
-    rank0_labels=(
-        "jobset.sigs.k8s.io/jobset-name={name},jobset.sigs.k8s.io/replicatedjob-name=node,"
-        "batch.kubernetes.io/job-completion-index=0"
-    ),
     succeeded="Complete",
 )
 JOB_KINDS = {"pytorchjob": PYTORCHJOB_KIND, "trainjob": TRAINJOB_KIND}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from components.specs.compat import DEFAULT_TRAINER_GENERATION
 from components.specs.params import TrainingJob
 from components.specs.pods import Placement, TrainerFlags
 from components.specs.pytorchjob import pytorchjob
@@ -16,7 +17,7 @@ def training_job(
     job: TrainingJob,
     flags: TrainerFlags,
     placement: Placement,
-    generation: str = "v2.2",
+    generation: str = DEFAULT_TRAINER_GENERATION,
 ) -> dict:
     """A PyTorchJob (``api="pytorchjob"``) or TrainJob (``"trainjob"``, of ``generation``)."""
     common = dict(name=name, namespace=namespace, job=job, args=flags.args(), placement=placement)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from kubeflow_trainer_api import models
 
+from components.specs.compat import TRAINER_GENERATIONS
 from components.specs.kinds import TRAINJOB, TRAINJOB_KIND
 from components.specs.params import TrainingJob
 from components.specs.pods import (
@@ -35,7 +36,6 @@ from components.specs.pods import (
 )
 from components.specs.pytorchjob import kueue_labels
 
-GENERATIONS = ("v2.1", "v2.2")  # podTemplateOverrides, runtimePatches
 # Our entry among spec.runtimePatches (Kueue adds its own): a domain-prefixed path, which
 # Trainer v2.3.0's webhook requires (pkg/runtime/framework/plugins/jobset/jobset.go,
 # validation.IsDomainPrefixedPath; Kueue's is "kueue.x-k8s.io/manager").
@@ -56,8 +56,9 @@ def trainjob(
 
     ``name`` and ``namespace`` are None in a Katib trial template (Katib sets them).
     """
-    if generation not in GENERATIONS:
-        raise ValueError(f"generation must be one of {', '.join(GENERATIONS)}, got {generation!r}")
+    if generation not in TRAINER_GENERATIONS:
+        allowed = ", ".join(TRAINER_GENERATIONS)
+        raise ValueError(f"generation must be one of {allowed}, got {generation!r}")
     placement = placement.with_shm(job)
     metadata = {"labels": kueue_labels(job)}
     metadata.update(

@@ -7,7 +7,8 @@ import re
 import pytest
 from pss import violations
 
-from components.specs.inferenceservice import inference_service, mode_name, storage_uri
+from components.specs.compat import deployment_mode_name
+from components.specs.inferenceservice import inference_service, storage_uri
 from components.specs.karmada import propagation_policy
 from components.specs.params import Serving, TrainingJob
 from components.specs.pods import (
@@ -312,7 +313,7 @@ def test_the_render_placement_mounts_the_run_workspace_with_the_gpu_toleration()
 def test_mode_names_follow_the_kserve_release(mode, legacy, written):
     """KServe <= 0.15 knows RawDeployment/Serverless, >= 0.16 Standard/Knative
     (kserve pkg/constants/constants.go at v0.15.2 and v0.16.0)."""
-    assert mode_name(mode, legacy) == written
+    assert deployment_mode_name(mode, legacy) == written
 
 
 def test_inference_service_exact_object(validate_crd, validate_crd_at):

@@ -65,7 +65,7 @@ PYTORCHJOB = Kind(
     "pytorchjobs",
     "pytorch",
     "Succeeded",
-    f"training.kubeflow.org/job-name={JOB_NAME},training.kubeflow.org/replica-type=master",
+    f"training.kubeflow.org/job-name={JOB_NAME},training.kubeflow.org/job-role=master",
 )
 TRAINJOB = Kind(
     "trainjob",
