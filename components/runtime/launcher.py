@@ -41,7 +41,7 @@ from components.specs.compat import DEFAULT_TRAINER_GENERATION
 from components.specs.kinds import JOB_KINDS, WORKLOAD, JobKind
 from components.specs.params import TrainingJob
 from components.specs.pods import Placement, TrainerFlags, WorkPaths
-from components.specs.training import training_job
+from components.specs.training_job import training_job
 
 JOB_PREFIX = "fmnist"
 STUCK_SECONDS = 180  # admitted by Kueue yet suspended this long: Kueue cannot start it

@@ -49,7 +49,7 @@ def train(
         run_id: The pipeline run's id; the job's name is derived from it.
         task_config: This task's volumes, env, tolerations, node selector and affinity.
     """
-    from components.runtime.training import train_model
+    from components.runtime.train_and_tune import train_model
 
     train_model(job, target, dataset.path, model.path, workspace_path, run_id, task_config)
     model.metadata.update({"framework": "pytorch", "target": target, "epochs": job["epochs"]})
@@ -77,7 +77,7 @@ def train_on_pvc(
         workspace_path: Where this step (and the job) mount it.
         run_id: The pipeline run's id; the job's name is derived from it.
     """
-    from components.runtime.training import train_model_on_pvc
+    from components.runtime.train_and_tune import train_model_on_pvc
 
     train_model_on_pvc(job, dataset.path, model.path, workspace_pvc, workspace_path, run_id)
     model.metadata.update({"framework": "pytorch", "target": "cluster", "epochs": job["epochs"]})

@@ -42,7 +42,7 @@ def tune(
         job: The training job with the best trial's lr, epochs (and momentum).
         accuracy: The best trial's test accuracy.
     """
-    from components.runtime.training import tune_job
+    from components.runtime.train_and_tune import tune_job
     from components.specs.params import TrainingJob
     from components.specs.pods import placement_from
     from components.specs.sweep import Sweep
@@ -75,7 +75,7 @@ def tune_on_pvc(
         job: The training job with the best trial's lr, epochs (and momentum).
         accuracy: The best trial's test accuracy.
     """
-    from components.runtime.training import pvc_placement, tune_job
+    from components.runtime.train_and_tune import pvc_placement, tune_job
     from components.specs.params import TrainingJob
     from components.specs.sweep import Sweep
 

@@ -39,7 +39,7 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 )
 
 from components.runtime import waiting
-from components.runtime.training import pvc_placement, train_model_on_pvc, tune_job
+from components.runtime.train_and_tune import pvc_placement, train_model_on_pvc, tune_job
 from components.specs.params import TrainingJob
 from components.specs.sweep import Sweep
 from trainer.data import pack

@@ -22,7 +22,7 @@ from components.specs.pods import (
     workspace_placement,
 )
 from components.specs.pytorchjob import pytorchjob
-from components.specs.training import training_job
+from components.specs.training_job import training_job
 from components.specs.trainjob import trainjob
 from trainer.config import parse_args
 
@@ -30,11 +30,7 @@ FLAGS = TrainerFlags(
     data_dir="/ws/train/data",
     model_dir="/ws/train/model",
     checkpoint_dir="/ws/train/checkpoints",
-    epochs=3,
-    batch_size=64,
-    lr=0.01,
-    momentum=0.5,
-    optimizer="adamw",
+    recipe=dict(epochs=3, batch_size=64, lr=0.01, momentum=0.5, optimizer="adamw"),
 )
 ARGS = [
     "--data-dir=/ws/train/data",
@@ -90,8 +86,9 @@ def test_trainer_flags_render_every_set_flag_in_order():
 
 
 def test_trainer_flags_keep_placeholders_verbatim():
-    flags = TrainerFlags(**{**FLAGS.__dict__, "lr": "${trialParameters.learningRate}"})
+    flags = FLAGS.for_trial({"lr": "${trialParameters.learningRate}"}, "/ws/t")
     assert "--lr=${trialParameters.learningRate}" in flags.args()
+    assert "--model-dir=/ws/t/model" in flags.args()
 
 
 def test_trainer_flags_are_the_trainers_own_flags():

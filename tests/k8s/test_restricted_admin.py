@@ -31,7 +31,7 @@ from components.specs.kinds import PYTORCHJOB_KIND
 from components.specs.params import TrainingJob
 from components.specs.pods import TrainerFlags, WorkPaths, workspace_placement
 from components.specs.sweep import Sweep
-from components.specs.training import training_job
+from components.specs.training_job import training_job
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 JOB = TrainingJob(trainer_image="trainer:1")
