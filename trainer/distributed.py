@@ -25,8 +25,8 @@ class LaunchError(ValueError):
 
 
 @dataclass(frozen=True)
-class Placement:
-    """Where the launcher put this process, and how the group finds its master."""
+class LaunchRanks:
+    """The ranks the launcher gave this process, and how the group finds its master."""
 
     rank: int = 0
     local_rank: int = 0
@@ -55,22 +55,22 @@ class Context:
         return self.world_size > 1
 
 
-def placement(environ: Mapping[str, str] = os.environ) -> Placement:
-    """This process's place, read from torchrun's/PyTorchJob's env or Trainer v2's ``PET_*``.
+def launch_ranks(environ: Mapping[str, str] = os.environ) -> LaunchRanks:
+    """This process's ranks, read from torchrun's/PyTorchJob's env or Trainer v2's ``PET_*``.
 
     Raises:
         LaunchError: a ``PET_*`` env asks for several processes per node.
     """
     if "WORLD_SIZE" in environ:
         world_size = int(environ["WORLD_SIZE"])
-        return Placement(
+        return LaunchRanks(
             rank=int(environ.get("RANK", 0)),
             local_rank=int(environ.get("LOCAL_RANK", 0)),
             world_size=world_size,
             local_world_size=int(environ.get("LOCAL_WORLD_SIZE", 1)),
         )
     if "PET_NNODES" not in environ:
-        return Placement()
+        return LaunchRanks()
     per_node = environ.get("PET_NPROC_PER_NODE", "1")
     if processes_per_node(per_node) != 1:
         raise LaunchError(
@@ -79,7 +79,7 @@ def placement(environ: Mapping[str, str] = os.environ) -> Placement:
             "or set the TrainJob's numProcPerNode to 1"
         )
     address, port = environ["PET_MASTER_ADDR"], environ["PET_MASTER_PORT"]
-    return Placement(
+    return LaunchRanks(
         rank=int(environ.get("PET_NODE_RANK", 0)),
         world_size=int(environ["PET_NNODES"]),
         init_method=f"tcp://{address}:{port}",
@@ -109,7 +109,7 @@ def setup(device: str = "auto", backend: str | None = None) -> Context:
     Raises:
         LaunchError: the env is unusable, or nccl would put two processes on one GPU.
     """
-    where = placement()
+    where = launch_ranks()
     try:
         chosen = select_device(device, where.local_rank)
     except ValueError as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.distributed import LaunchError, Placement, placement, processes_per_node
+from trainer.distributed import LaunchError, LaunchRanks, launch_ranks, processes_per_node
 from trainer.metrics import parse_metric_lines
 from trainer.model import select_device
 
@@ -59,29 +59,29 @@ TORCHRUN = {
 @pytest.mark.parametrize(
     ("case", "env", "expected"),
     [
-        ("no launcher", {}, Placement()),
+        ("no launcher", {}, LaunchRanks()),
         (
             "PyTorchJob pod, no torchrun",
             {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "m", "MASTER_PORT": "23456"},
-            Placement(rank=1, world_size=2),
+            LaunchRanks(rank=1, world_size=2),
         ),
-        ("torchrun", TORCHRUN, Placement(3, 1, 4, 2, "env://")),
+        ("torchrun", TORCHRUN, LaunchRanks(3, 1, 4, 2, "env://")),
         # torchrun in a TrainJob pod: the PET_* it read stay in the env; its own vars win.
-        ("torchrun in a TrainJob", {**trainjob_node_env(1), **TORCHRUN}, Placement(3, 1, 4, 2)),
+        ("torchrun in a TrainJob", {**trainjob_node_env(1), **TORCHRUN}, LaunchRanks(3, 1, 4, 2)),
         (
             "TrainJob node 1, python -m trainer",
             trainjob_node_env(1),
-            Placement(1, 0, 2, 1, "tcp://fmnist-node-0-0.fmnist:29500"),
+            LaunchRanks(1, 0, 2, 1, "tcp://fmnist-node-0-0.fmnist:29500"),
         ),
         (
             "one-node TrainJob",
             trainjob_node_env(0, nodes=1),
-            Placement(0, 0, 1, 1, "tcp://fmnist-node-0-0.fmnist:29500"),
+            LaunchRanks(0, 0, 1, 1, "tcp://fmnist-node-0-0.fmnist:29500"),
         ),
     ],
 )
-def test_placement_from_each_launchers_env(case, env, expected):
-    assert placement(env) == expected, case
+def test_ranks_from_each_launchers_env(case, env, expected):
+    assert launch_ranks(env) == expected, case
 
 
 @pytest.mark.parametrize("per_node", ["2", "cpu", "auto"])
@@ -89,7 +89,7 @@ def test_several_processes_per_node_need_torchrun(per_node, monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(LaunchError, match=rf"PET_NPROC_PER_NODE={per_node} asks for \d processes"):
-        placement(trainjob_node_env(0, per_node=per_node))
+        launch_ranks(trainjob_node_env(0, per_node=per_node))
 
 
 def test_processes_per_node_resolves_like_torchrun(monkeypatch):
