@@ -34,11 +34,11 @@ class TrainConfig:
     """Everything one training run needs; validated on construction."""
 
     epochs: int = _flag(10, "passes over the training set")
-    batch_size: int = _flag(128, "global batch, split evenly over the ranks")
+    batch_size: int = _flag(128, "global batch size, split over all processes")
     test_batch_size: int = _flag(1000, "evaluation batch per rank")
     lr: float = _flag(0.002, "(peak) learning rate")
-    momentum: float = _flag(0.9, "SGD momentum, or AdamW's beta1")
-    optimizer: str = _flag("adamw", "optimizer")
+    momentum: float = _flag(0.9, "SGD momentum or AdamW beta1, in [0, 1)")
+    optimizer: str = _flag("adamw", f"one of {', '.join(OPTIMIZERS)}")
     scheduler: str = _flag("onecycle", "learning-rate schedule; onecycle steps every batch")
     weight_decay: float = _flag(1e-4, "L2 penalty (decoupled for AdamW)")
     label_smoothing: float = _flag(0.05, "cross-entropy label smoothing while training")
@@ -97,9 +97,17 @@ class TrainConfig:
         return self.model_dir or ("model" if self.save_model else None)
 
 
+class ConfigError(ValueError):
+    """A flag outside its allowed range; ``name`` is the config field, ``allowed`` the range."""
+
+    def __init__(self, name: str, allowed: str):
+        super().__init__(f"--{name.replace('_', '-')} must be {allowed}")
+        self.name, self.allowed = name, allowed
+
+
 def _require(ok: bool, name: str, allowed: str) -> None:
     if not ok:
-        raise ValueError(f"--{name.replace('_', '-')} must be {allowed}")
+        raise ConfigError(name, allowed)
 
 
 class OneLineParser(argparse.ArgumentParser):

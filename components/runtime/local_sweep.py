@@ -22,12 +22,19 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from components.runtime.local_train import failure_reason, torchrun_command
 from components.specs.pods import TrainerFlags
-from components.specs.sweep import Sweep, Trial, grid_points, parameter_values, rank_trials
+from components.specs.sweep import (
+    Sweep,
+    Trial,
+    grid_points,
+    is_integer,
+    parameter_values,
+    rank_trials,
+)
 from trainer.metrics import katib_latest, parse_observations
 
 LOCAL_ALGORITHMS = ("grid", "random")
@@ -67,7 +74,7 @@ def _draw(config: Sweep, rng: random.Random) -> dict[str, float | int]:
     point = {}
     for name in config.parameter_names:
         low, high, step = config.bounds(name)
-        if name == "epochs" or step is not None:  # integer or quantised: pick a grid value
+        if is_integer(name) or step is not None:  # integer or quantised: pick a grid value
             point[name] = rng.choice(parameter_values(config, name))
         else:
             point[name] = float(f"{rng.uniform(low, high):.6g}")
@@ -76,13 +83,7 @@ def _draw(config: Sweep, rng: random.Random) -> dict[str, float | int]:
 
 def trial_flags(base: TrainerFlags, trial: Trial, out_dir: Path) -> TrainerFlags:
     """``base`` with the trial's values and its own model and checkpoint directories."""
-    trial_dir = Path(out_dir) / trial.name
-    return replace(
-        base,
-        model_dir=str(trial_dir / "model"),
-        checkpoint_dir=str(trial_dir / "checkpoints"),
-        **trial.assignment,
-    )
+    return base.for_trial(trial.assignment, str(Path(out_dir) / trial.name))
 
 
 def observe(stdout: str) -> dict[str, float]:

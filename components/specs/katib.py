@@ -12,11 +12,10 @@ line starts with an RFC 3339 time that Katib stores as the observation time, so 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from components.specs.kinds import EXPERIMENT, JobKind
+from components.specs.params import TrainingJob
 from components.specs.pods import TrainerFlags
-from components.specs.sweep import TRIAL_PARAMETER_NAMES, Sweep
+from components.specs.sweep import TRIAL_PARAMETER_NAMES, Sweep, is_integer
 from trainer.metrics import KATIB_METRICS_FILTER
 
 TRIAL_NAME_PARAMETER = "trialName"  # ${trialSpec.Name}: keeps each trial's files apart
@@ -31,11 +30,6 @@ TRIAL_SETTINGS = {
         "successCondition": 'status.conditions.#(type=="Complete")#|#(status=="True")#',
         "failureCondition": 'status.conditions.#(type=="Failed")#|#(status=="True")#',
     },
-}
-_TRIAL_PARAMETER_HELP = {
-    "lr": "learning rate (trainer --lr)",
-    "epochs": "passes over the training set (trainer --epochs)",
-    "momentum": "SGD momentum or AdamW beta1 (trainer --momentum)",
 }
 
 
@@ -56,12 +50,7 @@ def trial_flags(flags: TrainerFlags, sweep: Sweep, root: str) -> TrainerFlags:
     searched = {
         name: trial_placeholder(TRIAL_PARAMETER_NAMES[name]) for name in sweep.parameter_names
     }
-    return replace(
-        flags,
-        model_dir=f"{trial_dir}/model",
-        checkpoint_dir=f"{trial_dir}/checkpoints",
-        **searched,
-    )
+    return flags.for_trial(searched, trial_dir)
 
 
 def parameters(sweep: Sweep) -> list[dict]:
@@ -72,7 +61,7 @@ def parameters(sweep: Sweep) -> list[dict]:
         space = {"min": str(low), "max": str(high)}
         if step is not None:
             space["step"] = str(step)
-        kind = "int" if name == "epochs" else "double"
+        kind = "int" if is_integer(name) else "double"
         specs.append({"name": name, "parameterType": kind, "feasibleSpace": space})
     return specs
 
@@ -83,7 +72,7 @@ def trial_parameters(sweep: Sweep) -> list[dict]:
         {
             "name": TRIAL_PARAMETER_NAMES[name],
             "reference": name,
-            "description": _TRIAL_PARAMETER_HELP[name],
+            "description": f"{TrainingJob.help()[name]} (trainer --{name.replace('_', '-')})",
         }
         for name in sweep.parameter_names
     ]

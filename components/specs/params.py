@@ -9,6 +9,11 @@ Each field carries a one-line help text (``field.metadata["help"]``). The pipeli
 signatures, their docstrings and the CLI flags are derived from these classes, so a
 parameter's name, default, range and help are written once, here. A bad value raises
 ``ParamError`` naming the field and its allowed range.
+
+A hyperparameter is declared once, as a field of the trainer's ``TrainConfig`` (its flag,
+default, help and range). ``TrainingJob`` names it with ``trainer_flag``: the pipeline
+parameter, its check and the job's ``--<name>`` flag follow from that one line, and a
+``Sweep`` range (``<name>_min``/``_max``/``_step``) makes it searchable by Katib.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from components.specs.names import (
     is_resource_name,
 )
 from serving.defaults import MODEL_NAME
-from trainer.config import OPTIMIZERS, TrainConfig
+from trainer.config import ConfigError, TrainConfig
 
 TARGETS = ("cluster", "local")
 JOB_APIS = ("auto", "pytorchjob", "trainjob")
@@ -59,6 +64,30 @@ class ParamError(ValueError):
 def param(default, help_text: str):
     """A dataclass field with its one-line help."""
     return field(default=default, metadata={"help": help_text})
+
+
+def trainer_flag(name: str):
+    """A field that is the trainer's ``--<name>``: its default, help and range are the trainer's."""
+    declared = {item.name: item for item in fields(TrainConfig)}[name]
+    return field(
+        default=getattr(_TRAIN, name),
+        metadata={"help": declared.metadata["help"], "trainer_flag": True},
+    )
+
+
+def trainer_flag_names(parameter_set) -> tuple[str, ...]:
+    """The fields of a set that the trainer receives as flags of the same name, in order."""
+    return tuple(item.name for item in fields(parameter_set) if item.metadata.get("trainer_flag"))
+
+
+_KINDS = {int: "an integer", float: "a number", str: "a string"}
+
+
+def require_kind(value: object, name: str, hint: type) -> None:
+    """Raise ``ParamError`` unless ``value`` is of the field's type (an int passes as a float)."""
+    kinds = (int, float) if hint is float else (hint,)
+    ok = isinstance(value, kinds) and not isinstance(value, bool)
+    require(ok, name, _KINDS[hint], value)
 
 
 def require(ok: bool, name: str, allowed: str, value: object) -> None:
@@ -132,11 +161,11 @@ class DataSlice(ParameterSet):
 class TrainingJob(ParameterSet):
     """How the network trains and where: the recipe, the job's size and placement, its queue."""
 
-    epochs: int = param(_TRAIN.epochs, "passes over the training set")
-    batch_size: int = param(_TRAIN.batch_size, "global batch size, split over all processes")
-    lr: float = param(_TRAIN.lr, "(peak) learning rate")
-    momentum: float = param(_TRAIN.momentum, "SGD momentum or AdamW beta1, in [0, 1)")
-    optimizer: str = param(_TRAIN.optimizer, f"one of {', '.join(OPTIMIZERS)}")
+    epochs: int = trainer_flag("epochs")
+    batch_size: int = trainer_flag("batch_size")
+    lr: float = trainer_flag("lr")
+    momentum: float = trainer_flag("momentum")
+    optimizer: str = trainer_flag("optimizer")
     workers: int = param(2, "nodes (PyTorchJob replicas, TrainJob numNodes); locally: processes")
     nproc_per_node: int = param(1, "processes per node (one per GPU)")
     gpus_per_worker: int = param(0, "GPUs (or MIG slices) per node; 0: CPU only")
@@ -159,12 +188,17 @@ class TrainingJob(ParameterSet):
         self._check_placement()
 
     def _check_recipe(self) -> None:
-        for name in ("epochs", "batch_size", "workers", "nproc_per_node", "timeout_seconds"):
+        """The trainer's flags are checked as the trainer checks them (``TrainConfig``)."""
+        hints = typing.get_type_hints(type(self))
+        for name in trainer_flag_names(type(self)):
+            require_kind(getattr(self, name), name, hints[name])
+        try:
+            TrainConfig(**self.recipe)
+        except ConfigError as exc:
+            raise ParamError(exc.name, exc.allowed, getattr(self, exc.name)) from None
+        for name in ("workers", "nproc_per_node", "timeout_seconds"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, name, "an integer >= 1", value)
-        require_number(self.lr, "lr", "a finite number > 0", lambda lr: lr > 0)
-        require_number(self.momentum, "momentum", "in [0, 1)", lambda beta: 0 <= beta < 1)
-        require(self.optimizer in OPTIMIZERS, "optimizer", _one_of(OPTIMIZERS), self.optimizer)
 
     def _check_size(self) -> None:
         gpus = self.gpus_per_worker
@@ -198,6 +232,11 @@ class TrainingJob(ParameterSet):
             self.trainjob_runtime,
         )
         require(is_image(self.trainer_image), "trainer_image", IMAGE, self.trainer_image)
+
+    @property
+    def recipe(self) -> dict:
+        """The fields the trainer receives as ``--<name>`` flags, by name."""
+        return {name: getattr(self, name) for name in trainer_flag_names(type(self))}
 
     @property
     def processes(self) -> int:

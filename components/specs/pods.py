@@ -22,7 +22,7 @@ namespace enforces "restricted".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from components.specs.names import quantity_value
@@ -65,11 +65,7 @@ class TrainerFlags:
     data_dir: str  # packed dataset directory
     model_dir: str  # where rank 0 writes model.pt + model.json
     checkpoint_dir: str  # per-epoch checkpoint.pt: a restarted pod resumes from it
-    epochs: int | str
-    batch_size: int | str
-    lr: float | str
-    momentum: float | str
-    optimizer: str
+    recipe: dict = field(default_factory=dict)  # TrainingJob.recipe: --<name>=<value> each
     train_limit: int | str | None = None  # None: the whole split
     test_limit: int | str | None = None
     no_cuda: bool = False  # train on CPU even where CUDA is available
@@ -81,26 +77,48 @@ class TrainerFlags:
             data_dir=str(paths.data),
             model_dir=str(paths.model),
             checkpoint_dir=str(paths.checkpoints),
-            epochs=job.epochs,
-            batch_size=job.batch_size,
-            lr=job.lr,
-            momentum=job.momentum,
-            optimizer=job.optimizer,
+            recipe=job.recipe,
+        )
+
+    def for_trial(self, values: dict, trial_dir: str) -> TrainerFlags:
+        """These flags with some recipe ``values`` replaced, writing under ``trial_dir``.
+
+        Raises:
+            KeyError: a value names no recipe flag (it would reach no trainer).
+        """
+        unknown = sorted(set(values) - set(self.recipe))
+        if unknown:
+            raise KeyError(f"not trainer flags of the recipe: {', '.join(unknown)}")
+        return replace(
+            self,
+            model_dir=f"{trial_dir}/model",
+            checkpoint_dir=f"{trial_dir}/checkpoints",
+            recipe={**self.recipe, **values},
         )
 
     def args(self) -> list[str]:
-        """``--name=value`` in field order, ``--name`` for a true bool; None and False left out.
+        """``--name=value`` for the paths, the recipe, then the rest; ``--name`` for a true bool.
 
-        Values are rendered with ``str``, so Katib's ``${trialParameters.lr}`` passes through.
+        A false recipe bool is ``--no-<name>`` (the trainer's flags are negatable); other
+        None and False values are left out. Values are rendered with ``str``, so Katib's
+        ``${trialParameters.lr}`` passes through.
         """
-        args = []
-        for item in fields(self):
-            value, flag = getattr(self, item.name), "--" + item.name.replace("_", "-")
-            if value is True:
-                args.append(flag)
-            elif value is not None and value is not False:
-                args.append(f"{flag}={value}")
-        return args
+        paths = {"data_dir": self.data_dir, "model_dir": self.model_dir}
+        paths["checkpoint_dir"] = self.checkpoint_dir
+        recipe = {name: value for name, value in self.recipe.items() if value is not False}
+        negated = {f"no_{name}": True for name, value in self.recipe.items() if value is False}
+        rest = {"train_limit": self.train_limit, "test_limit": self.test_limit}
+        rest["no_cuda"] = self.no_cuda
+        flags = {**paths, **recipe, **negated, **rest}
+        return [arg for name, value in flags.items() for arg in _flag(name, value)]
+
+
+def _flag(name: str, value) -> list[str]:
+    """``--name`` for True, nothing for None or False, else ``--name=value``."""
+    flag = "--" + name.replace("_", "-")
+    if value is True:
+        return [flag]
+    return [] if value is None or value is False else [f"{flag}={value}"]
 
 
 def resources(cpu: str, memory: str, gpus: int = 0, gpu_resource: str = "nvidia.com/gpu") -> dict:

@@ -1,7 +1,10 @@
 """The sweep's parameter set, shared by Katib and the local runner, and Katib's grid arithmetic.
 
-Katib names its parameters ``lr``, ``epochs`` and (optionally) ``momentum``; each one is
-also a trainer flag of the same name. Grid points follow Katib's grid suggestion
+A hyperparameter is searchable when ``Sweep`` has a range for it (``<name>_min``,
+``<name>_max``, ``<name>_step``) and it is a trainer flag of ``TrainingJob`` of that name:
+today ``lr``, ``epochs`` and (optionally: its range defaults to unset) ``momentum``. Its
+Katib parameter, type (int or double), range check and trial flag follow from those two
+declarations (``SEARCHABLE``). Grid points follow Katib's grid suggestion
 (kubeflow/katib v0.19.0 ``pkg/suggestion/v1beta1/internal/search_space.py``): integers
 step from min to max inclusive, doubles use ``numpy.arange(min, max + step, step)`` minus
 a last point that overshoots max.
@@ -14,12 +17,20 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass, field, fields
 from typing import Optional
 
 import numpy as np
 
-from components.specs.params import ParameterSet, param, require
+from components.specs.params import (
+    ParamError,
+    ParameterSet,
+    TrainingJob,
+    param,
+    require,
+    trainer_flag_names,
+)
 from components.specs.table import text_table
 
 # Katib's hyperparameter suggestion algorithms (names as in katib-config's `suggestions`).
@@ -41,8 +52,8 @@ SEEDED_ALGORITHMS = ("random", "grid", "bayesianoptimization", "tpe", "multivari
 # base_service.py). A larger grid is a typo in a step (lr_step 1e-7), not a sweep to run.
 MAX_GRID_POINTS = 10_000
 DEFAULT_TRIALS = 12  # trials of a non-grid sweep unless told otherwise
-# Katib parameter name -> the trial parameter name used in ${trialParameters.<name>}.
-TRIAL_PARAMETER_NAMES = {"lr": "learningRate", "epochs": "epochs", "momentum": "momentum"}
+# Trial parameter names (${trialParameters.<name>}) that differ from the Katib parameter's.
+_RENAMED_TRIAL_PARAMETERS = {"lr": "learningRate"}
 
 
 @dataclass(frozen=True)
@@ -81,22 +92,13 @@ class Sweep(ParameterSet):
 
     def _checks(self):
         """(ok, field, allowed) in order; later checks rely on earlier ones passing."""
-        momentum = (self.momentum_min, self.momentum_max)
         yield (
             self.algorithm in KATIB_ALGORITHMS,
             "algorithm",
             f"one of {', '.join(KATIB_ALGORITHMS)}",
         )
-        lr_range = _finite(self.lr_max) and 0 < self.lr_min <= self.lr_max
-        yield lr_range, "lr_min/lr_max", "0 < lr_min <= lr_max"
-        yield 1 <= self.epochs_min <= self.epochs_max, "epochs_min/epochs_max", "1 <= min <= max"
-        both = "momentum_min/momentum_max"
-        yield (momentum[0] is None) == (momentum[1] is None), both, "both set or both unset"
-        if self.searches_momentum:
-            yield 0 <= momentum[0] <= momentum[1] < 1, both, "0 <= min <= max < 1"
-        for name in ("lr_step", "epochs_step", "momentum_step"):
-            step = getattr(self, name)
-            yield step is None or (_finite(step) and step > 0), name, "a finite number > 0"
+        for name in SEARCHABLE:
+            yield from _range_checks(self, name)
         yield self.max_trials >= 1, "max_trials", "an integer >= 1"
         limit = f"max_trials ({self.max_trials})"
         yield 1 <= self.parallel_trials <= self.max_trials, "parallel_trials", f"1..{limit}"
@@ -107,12 +109,14 @@ class Sweep(ParameterSet):
         yield self.seed is None or self.algorithm in SEEDED_ALGORITHMS, "seed", seedable
         yield self.sweep_timeout_seconds >= 1, "sweep_timeout_seconds", "an integer >= 1"
         if self.algorithm == "grid":
-            yield self.lr_step is not None, "lr_step", "set for the grid algorithm"
-            if self.searches_momentum:
-                yield self.momentum_step is not None, "momentum_step", "set for grid"
+            for name in self.parameter_names:
+                step = f"{name}_step"
+                set_for_grid = is_integer(name) or getattr(self, step) is not None
+                yield set_for_grid, step, "set for the grid algorithm"
             size = grid_size(self)
             bounded = f"a grid of at most {MAX_GRID_POINTS} points (the steps make {size})"
-            yield size <= MAX_GRID_POINTS, "lr_step/epochs_step/momentum_step", bounded
+            steps = "/".join(f"{name}_step" for name in SEARCHABLE)
+            yield size <= MAX_GRID_POINTS, steps, bounded
             yield self.max_trials <= size, "max_trials", f"<= the grid's {size} points for grid"
 
     def _default_trials(self) -> int:
@@ -125,18 +129,70 @@ class Sweep(ParameterSet):
             return DEFAULT_TRIALS
 
     @property
-    def searches_momentum(self) -> bool:
-        """Whether momentum is part of the search space."""
-        return self.momentum_min is not None
-
-    @property
     def parameter_names(self) -> tuple[str, ...]:
-        """The Katib parameter names, in order."""
-        return ("lr", "epochs", "momentum") if self.searches_momentum else ("lr", "epochs")
+        """The Katib parameter names, in order: the searchable ones whose range is set."""
+        return tuple(name for name in SEARCHABLE if getattr(self, f"{name}_min") is not None)
 
     def bounds(self, name: str) -> tuple[float | int, float | int, float | int | None]:
         """(min, max, step) of one parameter."""
         return tuple(getattr(self, f"{name}_{part}") for part in ("min", "max", "step"))
+
+
+def _searchable() -> tuple[str, ...]:
+    """The trainer flags of ``TrainingJob`` that ``Sweep`` has a range for, in Sweep's order."""
+    names = [item.name for item in fields(Sweep)]
+    flags = trainer_flag_names(TrainingJob)
+    return tuple(
+        name.removesuffix("_min")
+        for name in names
+        if name.endswith("_min") and name.removesuffix("_min") in flags
+    )
+
+
+SEARCHABLE = _searchable()
+# Searched by every sweep (their ranges have defaults): not parameters of a tuned job.
+ALWAYS_SEARCHED = tuple(
+    name for name in SEARCHABLE if Sweep.__dataclass_fields__[f"{name}_min"].default is not None
+)
+TRIAL_PARAMETER_NAMES = {name: _RENAMED_TRIAL_PARAMETERS.get(name, name) for name in SEARCHABLE}
+
+
+def is_integer(name: str) -> bool:
+    """Whether a searchable parameter is an integer (Katib ``int``) rather than a ``double``."""
+    return typing.get_type_hints(TrainingJob)[name] is int
+
+
+def assignment(pairs: list[dict]) -> dict[str, float | int]:
+    """Katib's ``parameterAssignments`` (values are strings) as values of their types."""
+    return {
+        pair["name"]: int(pair["value"]) if is_integer(pair["name"]) else float(pair["value"])
+        for pair in pairs
+    }
+
+
+def _range_checks(sweep: Sweep, name: str):
+    """(ok, field, allowed): the range of ``name`` is unset or runs between two valid values.
+
+    Each end must be a value ``TrainingJob`` accepts for ``name``, so the range check is
+    the training job's own.
+    """
+    (low, high, step), both = sweep.bounds(name), f"{name}_min/{name}_max"
+    yield (low is None) == (high is None), both, "both set or both unset"
+    if low is not None:
+        for end in (low, high):
+            refusal = _job_refusal(name, end)
+            yield refusal is None, both, refusal or ""
+        yield low <= high, both, f"{name}_min <= {name}_max"
+    yield step is None or (_finite(step) and step > 0), f"{name}_step", "a finite number > 0"
+
+
+def _job_refusal(name: str, value) -> str | None:
+    """What a training job allows for ``name``, when it refuses ``value``; else None."""
+    try:
+        TrainingJob(**{name: value})
+    except ParamError as exc:
+        return exc.allowed
+    return None
 
 
 def _finite(value) -> bool:
@@ -152,7 +208,7 @@ def _values(sweep: Sweep, name: str):
 def parameter_values(sweep: Sweep, name: str) -> list[float] | list[int]:
     """Katib's grid values of one parameter (integers step 1 unless told otherwise)."""
     low, high, step = sweep.bounds(name)
-    if name == "epochs":
+    if is_integer(name):
         return list(range(int(low), int(high) + 1, int(step or 1)))
     if step is None:
         raise ValueError(f"{name}_step must be set for the grid algorithm")
@@ -165,7 +221,7 @@ def parameter_values(sweep: Sweep, name: str) -> list[float] | list[int]:
 def _axis_size(sweep: Sweep, name: str) -> int:
     """How many values ``parameter_values`` gives, counted without listing them."""
     low, high, step = sweep.bounds(name)
-    if name == "epochs":
+    if is_integer(name):
         return len(range(int(low), int(high) + 1, int(step or 1)))
     if step is None:
         raise ValueError(f"{name}_step must be set for the grid algorithm")

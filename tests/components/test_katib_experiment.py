@@ -23,11 +23,7 @@ FLAGS = TrainerFlags(
     data_dir="/kfp-workspace/train/data",
     model_dir="/unused",
     checkpoint_dir="/unused",
-    epochs=10,
-    batch_size=128,
-    lr=0.05,
-    momentum=0.9,
-    optimizer="sgd",
+    recipe=dict(epochs=10, batch_size=128, lr=0.05, momentum=0.9, optimizer="sgd"),
 )
 ROOT = "/kfp-workspace/katib/tune-1"
 

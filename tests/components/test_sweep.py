@@ -15,11 +15,11 @@ def test_defaults_are_valid_and_search_lr_and_epochs():
     ("kwargs", "message"),
     [
         ({"algorithm": "hyperopt"}, "algorithm must be one of"),
-        ({"lr_min": 0.2, "lr_max": 0.1}, "lr_min/lr_max must be 0 < lr_min <= lr_max"),
-        ({"lr_min": 0.0}, "lr_min/lr_max"),
-        ({"epochs_min": 0}, "epochs_min/epochs_max"),
+        ({"lr_min": 0.2, "lr_max": 0.1}, "lr_min/lr_max must be lr_min <= lr_max"),
+        ({"lr_min": 0.0}, "lr_min/lr_max must be a finite number > 0, got .0.0, 0.005."),
+        ({"epochs_min": 0}, "epochs_min/epochs_max must be an integer >= 1"),
         ({"momentum_min": 0.5}, "momentum_min/momentum_max must be both set or both unset"),
-        ({"momentum_min": 0.5, "momentum_max": 1.0}, "0 <= min <= max < 1"),
+        ({"momentum_min": 0.5, "momentum_max": 1.0}, r"momentum_max must be in \[0, 1\)"),
         ({"lr_step": 0.0}, "lr_step must be a finite number > 0"),
         ({"max_trials": 0}, "max_trials must be an integer >= 1"),
         ({"max_trials": 2, "parallel_trials": 3}, r"parallel_trials must be 1..max_trials \(2\)"),
@@ -30,7 +30,7 @@ def test_defaults_are_valid_and_search_lr_and_epochs():
         ({"algorithm": "grid"}, "lr_step must be set for the grid algorithm"),
         (
             {"algorithm": "grid", "lr_step": 0.05, "momentum_min": 0.5, "momentum_max": 0.9},
-            "momentum_step must be set for grid",
+            "momentum_step must be set for the grid algorithm",
         ),
         (
             {"algorithm": "grid", "lr_step": 0.1, "max_trials": 8},

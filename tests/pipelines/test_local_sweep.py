@@ -23,11 +23,7 @@ BASE = TrainerFlags(
     data_dir="/data",
     model_dir="",
     checkpoint_dir="",
-    epochs=1,
-    batch_size=64,
-    lr=0.1,
-    momentum=0.9,
-    optimizer="sgd",
+    recipe=dict(epochs=1, batch_size=64, lr=0.1, momentum=0.9, optimizer="sgd"),
     test_limit=500,
 )
 
