@@ -80,13 +80,13 @@ def trainer_flag_names(parameter_set) -> tuple[str, ...]:
     return tuple(item.name for item in fields(parameter_set) if item.metadata.get("trainer_flag"))
 
 
-_KINDS = {int: "an integer", float: "a number", str: "a string"}
+_KINDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
 def require_kind(value: object, name: str, hint: type) -> None:
     """Raise ``ParamError`` unless ``value`` is of the field's type (an int passes as a float)."""
     kinds = (int, float) if hint is float else (hint,)
-    ok = isinstance(value, kinds) and not isinstance(value, bool)
+    ok = isinstance(value, kinds) and (hint is bool or not isinstance(value, bool))
     require(ok, name, _KINDS[hint], value)
 
 

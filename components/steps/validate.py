@@ -3,6 +3,10 @@
 They turn the run's flat parameters into the set the later steps receive. A bad value
 fails the run here, before any data is packed, with a message naming the parameter and
 its allowed range. On a cluster they also check that the cluster can run the set.
+
+A KFP component's parameters must be written out in its source, so each signature lists
+its set's fields (tests/components/test_params.py checks they are the same, in order and
+type); the body hands them all to the set, so nothing else names them.
 """
 
 # KFP reads the steps' annotations at run time and rejects PEP 604 unions (float | None).
@@ -44,29 +48,11 @@ def validate_training(
     The parameters are the fields of ``components.specs.params.TrainingJob``, with
     ``target`` ("cluster" or "local"). Returns the checked set.
     """
+    fields = dict(locals())  # the parameters, before anything else is defined
     from components.runtime.checks import check_training_on_cluster
     from components.specs.params import TrainingJob, check_target
 
-    job = TrainingJob(
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        momentum=momentum,
-        optimizer=optimizer,
-        workers=workers,
-        nproc_per_node=nproc_per_node,
-        gpus_per_worker=gpus_per_worker,
-        gpu_resource=gpu_resource,
-        cpu=cpu,
-        memory=memory,
-        shm_size=shm_size,
-        queue_name=queue_name,
-        priority_class=priority_class,
-        timeout_seconds=timeout_seconds,
-        job_api=job_api,
-        trainjob_runtime=trainjob_runtime,
-        trainer_image=trainer_image,
-    )
+    job = TrainingJob(**{name: value for name, value in fields.items() if name != "target"})
     if check_target(target) == "cluster":
         print(f"the cluster serves {check_training_on_cluster(job)}s; queue {job.queue}")
     return job.to_dict()
@@ -91,21 +77,11 @@ def validate_serving(
     The parameters are the fields of ``components.specs.params.Serving``, with ``target``.
     Returns the checked set.
     """
+    fields = dict(locals())  # the parameters, before anything else is defined
     from components.runtime.checks import check_serving_on_cluster
     from components.specs.params import Serving, check_target
 
-    serving = Serving(
-        min_accuracy=min_accuracy,
-        model_name=model_name,
-        model_pvc=model_pvc,
-        serving_min_replicas=serving_min_replicas,
-        serving_max_replicas=serving_max_replicas,
-        serving_gpus=serving_gpus,
-        serving_gpu_resource=serving_gpu_resource,
-        serving_timeout_seconds=serving_timeout_seconds,
-        deployment_mode=deployment_mode,
-        serving_image=serving_image,
-    )
+    serving = Serving(**{name: value for name, value in fields.items() if name != "target"})
     if check_target(target) == "cluster":
         print(f"serving {serving.model_name} in namespace {check_serving_on_cluster(serving)}")
     return serving.to_dict()
@@ -135,24 +111,8 @@ def validate_sweep(
     The parameters are the fields of ``components.specs.sweep.Sweep``. Returns the
     checked set.
     """
+    fields = dict(locals())  # the parameters, before anything else is defined
     from components.specs.sweep import Sweep
 
-    sweep = Sweep(
-        algorithm=algorithm,
-        lr_min=lr_min,
-        lr_max=lr_max,
-        lr_step=lr_step,
-        epochs_min=epochs_min,
-        epochs_max=epochs_max,
-        epochs_step=epochs_step,
-        momentum_min=momentum_min,
-        momentum_max=momentum_max,
-        momentum_step=momentum_step,
-        max_trials=max_trials,
-        parallel_trials=parallel_trials,
-        max_failed_trials=max_failed_trials,
-        goal=goal,
-        seed=seed,
-        sweep_timeout_seconds=sweep_timeout_seconds,
-    )
+    sweep = Sweep(**fields)
     return sweep.to_dict()

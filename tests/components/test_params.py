@@ -1,5 +1,9 @@
 """The parameter sets: defaults, every range check, and the validate steps that apply them."""
 
+import inspect
+import typing
+from dataclasses import fields
+
 import pytest
 
 from components.specs.names import (
@@ -17,7 +21,9 @@ from components.specs.params import (
     TrainingJob,
     check_target,
     is_mig_profile,
+    trainer_flag_names,
 )
+from components.specs.pods import Placement, TrainerFlags, WorkPaths
 from components.specs.sweep import (
     MAX_GRID_POINTS,
     SEEDED_ALGORITHMS,
@@ -25,8 +31,9 @@ from components.specs.sweep import (
     grid_points,
     grid_size,
 )
-from components.steps.validate import validate_serving, validate_training
-from trainer.config import TrainConfig
+from components.specs.training_job import training_job
+from components.steps.validate import validate_serving, validate_sweep, validate_training
+from trainer.config import CHOICES, TrainConfig, parse_args
 
 # The trainer's recipe as docs/pipeline.md states it: the job's defaults must be the same.
 RECIPE = {"epochs": 10, "batch_size": 128, "lr": 0.002, "momentum": 0.9, "optimizer": "adamw"}
@@ -286,3 +293,86 @@ def test_bad_sweeps_name_the_field(changes, name, allowed):
 def test_every_seeded_algorithm_keeps_its_seed(algorithm):
     extra = dict(lr_step=0.0005) if algorithm == "grid" else {}
     assert Sweep(algorithm=algorithm, seed=7, **extra).seed == 7
+
+
+# A value other than the default for each TrainingJob field that is no trainer flag, with
+# the fields it needs beside it (a GPU resource is used only with GPUs). A field added to
+# TrainingJob needs an entry here, and must then change the job it builds.
+JOB_VARIANTS = {
+    "workers": ({}, 3),
+    "nproc_per_node": ({}, 2),
+    "gpus_per_worker": ({}, 1),
+    "gpu_resource": ({"gpus_per_worker": 1}, "example.com/gpu"),
+    "cpu": ({}, "3"),
+    "memory": ({}, "5Gi"),
+    "shm_size": ({"nproc_per_node": 2}, "2Gi"),
+    "queue_name": ({}, "team-queue"),
+    "priority_class": ({}, "high"),
+    "timeout_seconds": ({}, 60),
+    "trainjob_runtime": ({}, "other-runtime"),
+    "trainer_image": ({}, "registry.local/trainer:9"),
+}
+# Fields the train step itself consumes, and where.
+STEP_FIELDS = {"job_api": "components/runtime/launcher.py find_target picks the job kind"}
+
+
+def other_recipe_value(name: str):
+    """A valid trainer value of ``name`` other than the trainer's default."""
+    default = getattr(TrainConfig(), name)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, (int, float)):
+        return default + 1 if isinstance(default, int) else default / 2
+    return next(choice for choice in CHOICES[name] if choice != default)
+
+
+def built_jobs(job: TrainingJob) -> list[dict]:
+    """The PyTorchJob and the TrainJob the train step would create for ``job``."""
+    flags = TrainerFlags.for_job(job, WorkPaths.under("/kfp-workspace"))
+    common = dict(name="fmnist-1", namespace="team", job=job, flags=flags, placement=Placement())
+    return [training_job(api, **common) for api in ("pytorchjob", "trainjob")]
+
+
+def test_every_recipe_field_reaches_the_trainer_as_its_own_flag():
+    """The job's argv, parsed by the trainer's own parser, gives back every recipe value."""
+    names = trainer_flag_names(TrainingJob)
+    assert {"epochs", "batch_size", "lr", "momentum", "optimizer"} <= set(names)
+    job = TrainingJob(**{name: other_recipe_value(name) for name in names})
+    config = parse_args(TrainerFlags.for_job(job, WorkPaths.under("/ws")).args())
+    assert {name: getattr(config, name) for name in names} == job.recipe
+    assert all(getattr(config, name) != getattr(TrainConfig(), name) for name in names)
+
+
+@pytest.mark.parametrize("name", [item.name for item in fields(TrainingJob)])
+def test_every_training_job_field_reaches_the_job_it_builds(name):
+    """A field that changes neither job (nor is the step's own) would be dropped silently."""
+    if name in STEP_FIELDS:
+        return
+    if name in trainer_flag_names(TrainingJob):
+        base, value = {}, other_recipe_value(name)
+    else:
+        assert name in JOB_VARIANTS, f"TrainingJob.{name}: add a value to JOB_VARIANTS"
+        base, value = JOB_VARIANTS[name]
+    before, after = TrainingJob(**base), TrainingJob(**{**base, name: value})
+    changed = [old != new for old, new in zip(built_jobs(before), built_jobs(after), strict=True)]
+    assert any(changed), f"TrainingJob.{name}={value!r} changes neither job"
+
+
+@pytest.mark.parametrize(
+    ("step", "parameter_set"),
+    [(validate_training, TrainingJob), (validate_serving, Serving), (validate_sweep, Sweep)],
+)
+def test_each_validate_step_takes_exactly_its_sets_fields(step, parameter_set):
+    """The one place a set's fields are written out again: the KFP signature of its step."""
+    parameters = inspect.signature(step.python_func).parameters
+    hints = typing.get_type_hints(parameter_set)
+    taken = {name: item.annotation for name, item in parameters.items() if name != "target"}
+    assert sorted(taken) == sorted(item.name for item in fields(parameter_set))
+    assert {name: base_type(hint) for name, hint in taken.items()} == {
+        name: base_type(hints[name]) for name in taken
+    }
+
+
+def base_type(hint):
+    """``int`` for ``Optional[int]`` (a Sweep budget the set fills in when unset)."""
+    return next((arg for arg in typing.get_args(hint) if arg is not type(None)), hint)
