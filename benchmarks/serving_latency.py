@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from components.runtime.local_predictor import free_port, running_predictor
+from components.runtime.local_predictor import running_predictor
+from components.runtime.ports import free_port
 from serving.predictor import FashionMNISTModel, ServingConfig
 from trainer.data import CLASS_NAMES
 from trainer.model import ModelCard, build_model, normalize, save_model_dir

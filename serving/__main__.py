@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from serving.defaults import DEVICES, MAX_BATCH_SIZE, MODEL_DIR, MODEL_NAME, NUM_THREADS
-from trainer.config import OneLineParser  # errors in one line: KServe's usage text is 25
+from serving.defaults import MAX_BATCH_SIZE, MODEL_DIR, MODEL_NAME, NUM_THREADS
+from trainer.config import DEVICES, OneLineParser  # errors in one line: KServe's usage text is 25
 
 TRUE_WORDS = ("y", "yes", "t", "true", "on", "1")
 FALSE_WORDS = ("n", "no", "f", "false", "off", "0")

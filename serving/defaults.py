@@ -9,4 +9,3 @@ MODEL_NAME = "fashion-mnist"  # the InferenceService's name, and the model's in 
 HTTP_PORT = 8080  # KServe's default predictor port
 MAX_BATCH_SIZE = 256  # most images one request may carry
 NUM_THREADS = 1  # torch intra-op threads per server process
-DEVICES = ("auto", "cpu", "cuda")  # where the network may run

@@ -15,8 +15,9 @@ from kserve import Model
 from kserve.protocol.infer_type import InferRequest, InferResponse
 
 from serving.codec import IMAGE_SIZE, PIXELS, decode_v1, decode_v2, encode_v1, encode_v2
-from serving.defaults import DEVICES, MAX_BATCH_SIZE, MODEL_DIR, NUM_THREADS
+from serving.defaults import MAX_BATCH_SIZE, MODEL_DIR, NUM_THREADS
 from serving.model_dir import load_served_model
+from trainer.config import DEVICES
 from trainer.model import normalize, select_device
 
 MAX_BATCH_SIZE_LIMIT = 65_536

@@ -25,7 +25,7 @@ from pathlib import Path
 from components.runtime.discovery import kserve_uses_legacy_names
 from components.runtime.kube import KubeClient, apply, current_namespace
 from components.runtime.signals import terminate_on_sigterm
-from components.runtime.waiting import condition_summary, true_conditions, wait_until
+from components.runtime.waiting import condition_summary, follow, true_conditions
 from components.specs.compat import canonical_deployment_mode, deployment_mode_name
 from components.specs.inferenceservice import PREDICTOR_CONTAINER, inference_service, storage_uri
 from components.specs.kinds import INFERENCESERVICE
@@ -237,13 +237,7 @@ def deploy_to_kserve(
     )
     watch = RolloutWatch(kube, namespace, serving, uri, applied["metadata"].get("generation", 1))
     with terminate_on_sigterm():
-        ready = wait_until(
-            watch.check,
-            what=watch.what,
-            timeout_seconds=serving.serving_timeout_seconds,
-            describe=watch.describe,
-            poll_seconds=POLL_SECONDS,
-        )
+        ready = follow(watch, serving.serving_timeout_seconds, poll_seconds=POLL_SECONDS)
     url = ready["status"].get("url", "")
     print(f"{watch.what} serves the new model at {url}", flush=True)
     return url

@@ -35,7 +35,7 @@ from components.runtime.kube import KubeClient, current_namespace
 from components.runtime.logs import LogFollower
 from components.runtime.objects import create_or_adopt, run_object_name
 from components.runtime.signals import terminate_on_sigterm
-from components.runtime.waiting import condition_summary, true_conditions, wait_until
+from components.runtime.waiting import condition_summary, follow, true_conditions
 from components.runtime.workspace import stage_dataset
 from components.specs.compat import DEFAULT_TRAINER_GENERATION
 from components.specs.kinds import JOB_KINDS, WORKLOAD, JobKind
@@ -188,13 +188,7 @@ def run_training_job(
             f"{job.workers} x {job.nproc_per_node} processes)"
         )
         try:
-            final = wait_until(
-                watch.check,
-                what=watch.what,
-                timeout_seconds=job.timeout_seconds,
-                describe=watch.describe,
-                echo=echo,
-            )
+            final = follow(watch, job.timeout_seconds, echo=echo)
         except (TimeoutError, KeyboardInterrupt, JobStuck):  # given up: free quota and GPUs
             echo(f"deleting {watch.what}")
             kube.delete(target.kind.resource, namespace, name)

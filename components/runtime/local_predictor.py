@@ -7,23 +7,24 @@ normalisation).
 """
 
 import json
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.runtime.ports import free_port
+from components.runtime.waiting import wait_until
 from components.specs.params import Serving
 from serving.defaults import MODEL_NAME
 
 CHECK_IMAGES = 100  # test images the local check sends
 MIN_AGREEMENT = 0.99  # share of answers that must match the in-process model
 READY_TIMEOUT_SECONDS = 120.0  # loading torch and KServe takes ~5 s, longer on a busy machine
+READY_POLL_SECONDS = 0.2
 STOP_GRACE_SECONDS = 10.0  # after SIGTERM, before SIGKILL
 LOG_TAIL_CHARACTERS = 3000  # of the predictor's output, in the error when it stops early
 REPO = Path(__file__).resolve().parents[2]
@@ -39,13 +40,6 @@ class RunningPredictor:
 
     process: subprocess.Popen
     url: str
-
-
-def free_port() -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager
@@ -110,24 +104,31 @@ def _wait_until_ready(
     predictor: RunningPredictor, log, model_name: str, timeout_seconds: float
 ) -> None:
     ready_url = f"{predictor.url}/v2/models/{model_name}/ready"
-    deadline = time.monotonic() + timeout_seconds
-    while time.monotonic() < deadline:
+
+    def ready() -> bool | None:
         if predictor.process.poll() is not None:
-            raise PredictorError(
-                f"the predictor exited with code {predictor.process.returncode}" + _tail(log)
-            )
+            code, tail = predictor.process.returncode, _tail(log)
+            raise PredictorError(f"the predictor exited with code {code}" + (tail and f":\n{tail}"))
         try:
             with urllib.request.urlopen(ready_url, timeout=2) as response:
-                if response.status == 200:
-                    return
+                return response.status == 200 or None
         except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.2)
-    raise PredictorError(f"the predictor was not ready within {timeout_seconds:g} s" + _tail(log))
+            return None
+
+    try:
+        wait_until(
+            ready,
+            what="the predictor's start",
+            timeout_seconds=timeout_seconds,
+            describe=lambda: _tail(log),
+            poll_seconds=READY_POLL_SECONDS,
+        )
+    except TimeoutError as error:
+        raise PredictorError(str(error)) from None
 
 
 def _tail(log) -> str:
-    """A colon, a newline and the end of the server's output if it can be read; else nothing."""
+    """The end of the server's output if it can be read; else nothing."""
     try:
         if not log.readable():  # this process's stderr, say: never seek in it
             return ""
@@ -136,7 +137,7 @@ def _tail(log) -> str:
         text = log.read()
     except (AttributeError, OSError, ValueError):  # DEVNULL, a closed or unseekable file
         return ""
-    return f":\n{text[-LOG_TAIL_CHARACTERS:]}" if text else ""
+    return text[-LOG_TAIL_CHARACTERS:]
 
 
 def predict_v1(url: str, model_name: str, images) -> list[int]:

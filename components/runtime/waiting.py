@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
@@ -61,6 +61,34 @@ def wait_until(
             )
         pause = poll_seconds * min(2**failures, 6) if failures else poll_seconds
         time.sleep(max(0.0, min(pause, left)))
+
+
+class Watch(Protocol[T]):
+    """An object a step follows: one ``check`` a poll, its name, what it looked like last."""
+
+    @property
+    def what(self) -> str:
+        """The object's kind and name, such as ``PyTorchJob team/fmnist-train-1``."""
+
+    def check(self) -> T | None:
+        """The object once it is done; None meanwhile; raises if it can never get there."""
+
+    def describe(self) -> str:
+        """What the object looked like at the last check, for the timeout's message."""
+
+
+def follow(watch: Watch[T], timeout_seconds: float, **options) -> T:
+    """``wait_until(watch.check)`` named by ``watch.what`` and described by ``watch.describe``.
+
+    ``options`` are ``wait_until``'s ``poll_seconds`` and ``echo``.
+    """
+    return wait_until(
+        watch.check,
+        what=watch.what,
+        timeout_seconds=timeout_seconds,
+        describe=watch.describe,
+        **options,
+    )
 
 
 def _worth_waiting_out(error: BaseException, failures: int) -> bool:

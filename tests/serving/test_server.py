@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from components.runtime.local_predictor import PredictorError, running_predictor
 from trainer.data import CLASS_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -331,3 +332,15 @@ def test_a_broken_model_directory_is_a_one_line_error(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"python -m serving: error: {broken}/"), lines
     assert message in lines[0]
+
+
+def test_a_predictor_not_ready_in_time_is_one_error(trained_model_dir, tmp_path):
+    """Loading torch and KServe takes seconds: half a second is too short, and says so."""
+    log = tmp_path / "server.log"
+    with (
+        log.open("w+") as output,
+        pytest.raises(PredictorError) as error,
+        running_predictor(trained_model_dir, output, timeout_seconds=0.5) as predictor,
+    ):
+        pytest.fail(f"ready at {predictor.url} within 0.5 s")
+    assert str(error.value).startswith("the predictor's start did not finish within 0.5 s")

@@ -4,12 +4,13 @@ and the trainer started in two processes the way a PyTorchJob starts its pods.""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from components.runtime.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,9 +24,7 @@ def pytorchjob_ranks():
     """
 
     def run(args: list[str], timeout: float) -> list[subprocess.CompletedProcess]:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = str(sock.getsockname()[1])
+        port = str(free_port())
         command = [sys.executable, "-m", "trainer", *args]
         procs = [
             subprocess.Popen(

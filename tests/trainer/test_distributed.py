@@ -1,7 +1,6 @@
 """Where a process sits, read from each launcher's env; a TrainJob's two nodes for real."""
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from components.runtime.ports import free_port
 from trainer.distributed import LaunchError, LaunchRanks, launch_ranks, processes_per_node
 from trainer.metrics import parse_metric_lines
 from trainer.model import select_device
@@ -116,12 +116,6 @@ def test_device_choice(monkeypatch):
     assert select_device("auto", 3) == torch.device("cuda", 1)  # two processes per GPU
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "launcher",
@@ -135,7 +129,7 @@ def test_trainjob_nodes_train_together(launcher, packed_small, tmp_path, evaluat
     the node of rank 0 alone prints, and its metric line is the saved model's score.
     """
     base = {key: value for key, value in os.environ.items() if key not in LAUNCHER_VARS}
-    port = str(_free_port())
+    port = str(free_port())
     args = ["--epochs", "1", "--data-dir", str(packed_small), "--model-dir", str(tmp_path)]
     args += ["--train-limit", "1000", "--test-limit", "300", "--num-threads", "1"]
     nodes = [

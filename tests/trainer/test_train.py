@@ -3,7 +3,6 @@
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from components.runtime.ports import free_port
 from trainer.metrics import ZERO_TIME, observation_time, parse_metric_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,14 +43,8 @@ def _trainer(args, env=None, **kwargs):
 
 def _torchrun_two_ranks(args):
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
-    command += ["--master-port", str(_free_port()), "-m", "trainer", *args]
+    command += ["--master-port", str(free_port()), "-m", "trainer", *args]
     return subprocess.run(command, cwd=REPO, text=True, capture_output=True, timeout=300)
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.slow
