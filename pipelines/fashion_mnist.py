@@ -5,17 +5,21 @@ from kfp import dsl
 from components.specs.params import DataSlice, Serving, TrainingJob
 from components.steps.pack import pack_dataset
 from components.steps.validate import validate_serving, validate_training
+from pipelines.evaluate_and_deploy import (
+    Outputs,
+    evaluate_and_deploy_pipeline,
+    evaluate_and_deploy_task,
+)
 from pipelines.parameters import TARGET, composed_of, fields_of
-from pipelines.publish import Outputs, evaluate_and_deploy_outputs, publish_pipeline
 from pipelines.settings import CompileSettings
-from pipelines.training import Storage
+from pipelines.training_tasks import TrainingTasks
 
 
 def fashion_mnist_pipeline(settings: CompileSettings | None = None):
     """The pipeline compiled with ``settings`` (images, workspace, backend variant)."""
     settings = settings or CompileSettings()
     on_pvc = settings.variant == "pvc"
-    publish = publish_pipeline(settings)
+    tail = evaluate_and_deploy_pipeline(settings)
     config = None if on_pvc else settings.workspace.pipeline_config()
     sources = (
         (DataSlice, TrainingJob, Serving) if on_pvc else (TARGET, DataSlice, TrainingJob, Serving)
@@ -38,11 +42,9 @@ def fashion_mnist_pipeline(settings: CompileSettings | None = None):
         serving = settings.check(validate_serving(target=target, **fields_of(params, Serving)))
         packed = settings.step(pack_dataset(**fields_of(params, DataSlice)).after(job, serving))
         dataset = packed.outputs["dataset"]
-        storage = Storage(settings)
-        trained = storage.train(dataset, job.output, target)
-        return evaluate_and_deploy_outputs(
-            publish, trained, dataset, serving, params, target, storage
-        )
+        training = TrainingTasks(settings)
+        trained = training.train_task(dataset, job.output, target)
+        return evaluate_and_deploy_task(tail, trained, dataset, serving, params, target, training)
 
     return fashion_mnist
 

@@ -6,26 +6,29 @@ It runs on a cluster only (Katib chooses the trials).
 from kfp import dsl
 
 from components.specs.params import DataSlice, Serving, TrainingJob
-from components.specs.sweep import Sweep
+from components.specs.sweep import ALWAYS_SEARCHED, Sweep
 from components.steps.pack import pack_dataset
 from components.steps.validate import validate_serving, validate_sweep, validate_training
+from pipelines.evaluate_and_deploy import (
+    Outputs,
+    evaluate_and_deploy_pipeline,
+    evaluate_and_deploy_task,
+)
 from pipelines.parameters import composed_of, fields_of
-from pipelines.publish import Outputs, evaluate_and_deploy_outputs, publish_pipeline
 from pipelines.settings import CompileSettings
-from pipelines.training import Storage
+from pipelines.training_tasks import TrainingTasks
 
 TARGET = "cluster"
-SEARCHED = ("epochs", "lr")  # the sweep's ranges replace them: not parameters here
 
 
 def fashion_mnist_tune_pipeline(settings: CompileSettings | None = None):
     """The pipeline compiled with ``settings`` (images, workspace, backend variant)."""
     settings = settings or CompileSettings()
-    publish = publish_pipeline(settings)
+    tail = evaluate_and_deploy_pipeline(settings)
     config = None if settings.variant == "pvc" else settings.workspace.pipeline_config()
 
     @dsl.pipeline(name="fashion-mnist-tune", pipeline_config=config)
-    @composed_of(Sweep, DataSlice, (TrainingJob, SEARCHED), Serving)
+    @composed_of(Sweep, DataSlice, (TrainingJob, ALWAYS_SEARCHED), Serving)
     def fashion_mnist_tune(params: dict) -> Outputs:
         """Tune lr and epochs with Katib, train with the best, evaluate, gate and deploy.
 
@@ -39,8 +42,9 @@ def fashion_mnist_tune_pipeline(settings: CompileSettings | None = None):
             report: Per-class accuracy and the training curve, in Markdown.
             report_html: The same with charts, as one HTML file.
         """
-        job_values = fields_of(params, TrainingJob, exclude=SEARCHED)
-        checked = dict(epochs=params["epochs_max"], lr=params["lr_max"])  # every trial's own
+        job_values = fields_of(params, TrainingJob, exclude=ALWAYS_SEARCHED)
+        # The searched values are every trial's own: check the job with the ranges' ends.
+        checked = {name: params[f"{name}_max"] for name in ALWAYS_SEARCHED}
         job = settings.check(validate_training(target=TARGET, **job_values, **checked))
         sweep = settings.step(validate_sweep(**fields_of(params, Sweep)))
         serving = settings.check(validate_serving(target=TARGET, **fields_of(params, Serving)))
@@ -48,12 +52,10 @@ def fashion_mnist_tune_pipeline(settings: CompileSettings | None = None):
             pack_dataset(**fields_of(params, DataSlice)).after(job, sweep, serving)
         )
         dataset = packed.outputs["dataset"]
-        storage = Storage(settings)
-        tuned = storage.tune(dataset, job.output, sweep.output)
-        trained = storage.train(dataset, tuned.outputs["job"], TARGET)
-        return evaluate_and_deploy_outputs(
-            publish, trained, dataset, serving, params, TARGET, storage
-        )
+        training = TrainingTasks(settings)
+        tuned = training.tune_task(dataset, job.output, sweep.output)
+        trained = training.train_task(dataset, tuned.outputs["job"], TARGET)
+        return evaluate_and_deploy_task(tail, trained, dataset, serving, params, TARGET, training)
 
     return fashion_mnist_tune
 

@@ -7,25 +7,8 @@ from components.runtime.launcher import run_training_job
 from components.runtime.local_train import run_local_training
 from components.runtime.objects import run_object_name
 from components.specs.params import TrainingJob, check_target
-from components.specs.pods import (
-    GPU_TOLERATION,
-    Placement,
-    placement_from,
-    pvc_volume,
-    volume_mount,
-)
+from components.specs.pods import Placement, step_placement
 from components.specs.sweep import Sweep
-
-PVC_VOLUME = "fmnist-workspace"
-
-
-def pvc_placement(workspace_pvc: str, workspace_path: str) -> Placement:
-    """The workspace PVC at ``workspace_path``, plus the GPU toleration (older backends)."""
-    return Placement(
-        tolerations=[dict(GPU_TOLERATION)],
-        volumes=[pvc_volume(PVC_VOLUME, workspace_pvc)],
-        volume_mounts=[volume_mount(PVC_VOLUME, workspace_path)],
-    )
 
 
 def train_model(
@@ -36,29 +19,15 @@ def train_model(
     workspace_path: str,
     run_id: str,
     task_config,
+    workspace_pvc: str = "",
 ) -> None:
-    """The train step: torchrun here, or a job with the task's passed-through placement."""
+    """The train step: torchrun here, or a job on the step's workspace (``step_placement``)."""
     training = TrainingJob.from_dict(job)
     if check_target(target) == "local":
         run_local_training(training, dataset_dir, model_dir, workspace_path)
         return
-    placement = placement_from(task_config, workspace_path)
+    placement = step_placement(task_config, workspace_path, workspace_pvc)
     run_training_job(training, dataset_dir, model_dir, workspace_path, run_id, placement)
-
-
-def train_model_on_pvc(
-    job: dict,
-    dataset_dir: str,
-    model_dir: str,
-    workspace_pvc: str,
-    workspace_path: str,
-    run_id: str,
-) -> None:
-    """The train step of older backends: a job on the run's own PVC."""
-    placement = pvc_placement(workspace_pvc, workspace_path)
-    run_training_job(
-        TrainingJob.from_dict(job), dataset_dir, model_dir, workspace_path, run_id, placement
-    )
 
 
 def tune_job(

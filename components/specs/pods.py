@@ -23,14 +23,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from components.specs.names import quantity_value
 from components.specs.params import TrainingJob
 
-# What the KFP driver mounts for dsl.WORKSPACE_PATH_PLACEHOLDER (kfp >= 2.14).
+# The two workspaces, each named once; a workspace volume is named after its mount point.
+# KFP's run workspace: what the driver mounts for dsl.WORKSPACE_PATH_PLACEHOLDER (kfp >= 2.14,
+# dsl/constants.py); fmnist sweep and render mount theirs the same way.
 WORKSPACE_VOLUME = "kfp-workspace"
-WORKSPACE_MOUNT_PATH = "/kfp-workspace"
+WORKSPACE_MOUNT_PATH = f"/{WORKSPACE_VOLUME}"
+# Our own: the pvc variant's per-run PVC (<uuid>-fmnist-workspace at /fmnist-workspace) and
+# k8s/storage's sweep PVC. Never under /kfp-workspace: kfp's compiler takes an input there
+# for a use of the run workspace and then demands a PipelineConfig workspace (kfp 2.17
+# dsl/graph_component.py, _detect_workspace_usage_in_tasks).
+OWN_WORKSPACE = "fmnist-workspace"
+OWN_WORKSPACE_MOUNT_PATH = f"/{OWN_WORKSPACE}"
 # Tolerate the taint GPU nodes usually carry (GPU operator / cloud node pools).
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # An Istio sidecar keeps a finished training pod alive: none in our pods.
@@ -227,17 +235,30 @@ class Placement:
         )
 
 
-def workspace_placement(claim_name: str) -> Placement:
-    """A workspace PVC mounted at WORKSPACE_MOUNT_PATH, with the GPU toleration.
+def workspace_placement(claim_name: str, mount_path: str = WORKSPACE_MOUNT_PATH) -> Placement:
+    """A workspace PVC mounted at ``mount_path`` (the volume named after it), GPU-tolerant.
 
-    What the compiled pipeline hands the train step; also the placement of
-    ``fmnist sweep`` and ``fmnist render``.
+    The placement of the pvc variant's jobs and of ``fmnist sweep`` and ``fmnist render``.
     """
+    volume = PurePosixPath(mount_path).name
     return Placement(
         tolerations=[dict(GPU_TOLERATION)],
-        volumes=[pvc_volume(WORKSPACE_VOLUME, claim_name)],
-        volume_mounts=[volume_mount(WORKSPACE_VOLUME, WORKSPACE_MOUNT_PATH)],
+        volumes=[pvc_volume(volume, claim_name)],
+        volume_mounts=[volume_mount(volume, mount_path)],
     )
+
+
+def step_placement(task_config, workspace_path: str, workspace_pvc: str = "") -> Placement:
+    """Where the train or tune step's job runs: on the PVC it was told, else as the step does.
+
+    Args:
+        task_config: The step's passed-through ``dsl.TaskConfig`` (KFP >= 2.15).
+        workspace_path: Where the step sees the workspace.
+        workspace_pvc: The workspace's PVC on older backends; empty: use ``task_config``.
+    """
+    if workspace_pvc:
+        return workspace_placement(workspace_pvc, workspace_path)
+    return placement_from(task_config, workspace_path)
 
 
 def placement_from(task_config, workspace_path: str) -> Placement:

@@ -39,8 +39,9 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 )
 
 from components.runtime import waiting
-from components.runtime.train_and_tune import pvc_placement, train_model_on_pvc, tune_job
+from components.runtime.train_and_tune import train_model, tune_job
 from components.specs.params import TrainingJob
+from components.specs.pods import workspace_placement
 from components.specs.sweep import Sweep
 from trainer.data import pack
 
@@ -91,13 +92,15 @@ def train_for_real(
     model_dir = tmp_path / "model"
     with PodRecorder(core, namespace, JOB_PODS[job_api]) as recorded:
         try:
-            train_model_on_pvc(
+            train_model(
                 job.to_dict(),
+                "cluster",
                 str(packed_slice),
                 str(model_dir),
-                workspace.pvc,
                 str(workspace.path),
                 uuid.uuid4().hex[:8],
+                task_config=None,
+                workspace_pvc=workspace.pvc,
             )
         except BaseException:
             print(describe_pods(core, namespace))
@@ -212,7 +215,7 @@ def test_a_katib_experiment_of_two_trials_ends_with_observations(
                 str(packed_slice),
                 str(workspace.path),
                 uuid.uuid4().hex[:8],
-                pvc_placement(workspace.pvc, str(workspace.path)),
+                workspace_placement(workspace.pvc, str(workspace.path)),
             )
         except BaseException:
             print(describe_pods(core, namespace))

@@ -11,20 +11,10 @@ from components.specs.compat import deployment_mode_name
 from components.specs.inferenceservice import inference_service, storage_uri
 from components.specs.karmada import propagation_policy
 from components.specs.params import Serving, TrainingJob
-from components.specs.pods import (
-    GPU_TOLERATION,
-    Placement,
-    TrainerFlags,
-    WorkPaths,
-    placement_from,
-    pvc_volume,
-    volume_mount,
-    workspace_placement,
-)
+from components.specs.pods import GPU_TOLERATION, Placement, TrainerFlags, pvc_volume, volume_mount
 from components.specs.pytorchjob import pytorchjob
 from components.specs.training_job import training_job
 from components.specs.trainjob import trainjob
-from trainer.config import parse_args
 
 FLAGS = TrainerFlags(
     data_dir="/ws/train/data",
@@ -77,28 +67,6 @@ LIMITS = {
     "multi-process": CPU_NODE,
     "priority": CPU_NODE,
 }
-
-
-def test_trainer_flags_render_every_set_flag_in_order():
-    assert FLAGS.args() == ARGS
-    extra = TrainerFlags(**{**FLAGS.__dict__, "train_limit": 100, "no_cuda": True})
-    assert extra.args()[-2:] == ["--train-limit=100", "--no-cuda"]
-
-
-def test_trainer_flags_keep_placeholders_verbatim():
-    flags = FLAGS.for_trial({"lr": "${trialParameters.learningRate}"}, "/ws/t")
-    assert "--lr=${trialParameters.learningRate}" in flags.args()
-    assert "--model-dir=/ws/t/model" in flags.args()
-
-
-def test_trainer_flags_are_the_trainers_own_flags():
-    config = parse_args(FLAGS.args())
-    assert (config.data_dir, config.checkpoint_dir, config.epochs, config.lr) == (
-        "/ws/train/data",
-        "/ws/train/checkpoints",
-        3,
-        0.01,
-    )
 
 
 def test_pytorchjob_single_node_exact_object(validate_crd):
@@ -272,28 +240,6 @@ def test_the_v2_1_trainjob_does_not_pass_the_v2_3_schema(validate_crd):
     )
     with pytest.raises(Exception, match="podTemplateOverrides|labels"):
         validate_crd(built)
-
-
-def test_placement_from_the_task_config_requires_the_workspace():
-    from kfp import dsl
-
-    config = dsl.TaskConfig(
-        volumes=[pvc_volume("kfp-workspace", "run-7-kfp-workspace")],
-        volume_mounts=[volume_mount("kfp-workspace", "/kfp-workspace")],
-        tolerations=[GPU_TOLERATION],
-        env=[{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
-    )
-    placement = placement_from(config, "/kfp-workspace/run-7")
-    assert placement.volumes == config.volumes and placement.env == config.env
-    with pytest.raises(ValueError, match="not among the volumes passed to this step"):
-        placement_from(dsl.TaskConfig(), "/kfp-workspace")
-
-
-def test_the_render_placement_mounts_the_run_workspace_with_the_gpu_toleration():
-    placement = workspace_placement("RUN-kfp-workspace")
-    assert placement.tolerations == [GPU_TOLERATION]
-    assert placement.volume_mounts == [{"name": "kfp-workspace", "mountPath": "/kfp-workspace"}]
-    assert WorkPaths.under("/kfp-workspace").data.as_posix() == "/kfp-workspace/train/data"
 
 
 @pytest.mark.parametrize(

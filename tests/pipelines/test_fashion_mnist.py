@@ -11,7 +11,8 @@ with the pod.
 
 ``pvc`` (KFP 2.2-2.14): kfp-kubernetes CreatePVC makes the run's PVC, the train task mounts
 it (``pvcMount``) and is told its name; DeletePVC removes it at the end. No workspace, no
-TaskConfig.
+TaskConfig input and no passthroughs, which KFP 2.5's API server would refuse: the same
+train component, compiled ``without_task_config``.
 """
 
 from pathlib import Path
@@ -22,10 +23,9 @@ from kfp import dsl
 
 from components.images import default_image
 from components.specs.params import DataSlice, Serving, TrainingJob
-from components.specs.pods import GPU_TOLERATION
+from components.specs.pods import GPU_TOLERATION, OWN_WORKSPACE_MOUNT_PATH
 from pipelines import PIPELINES
 from pipelines.settings import VARIANTS
-from pipelines.training import PVC_MOUNT
 
 COMPONENTS_IMAGE = default_image("components")
 ARGO_STUBS = {"argostub/createpvc", "argostub/deletepvc"}  # kfp-kubernetes' PVC tasks
@@ -258,8 +258,8 @@ def test_pvc_variant_creates_mounts_and_deletes_its_own_pvc(pvc_ir):
         "validate-training": [],
         "validate-serving": [],
         "pack-dataset": ["validate-serving", "validate-training"],
-        "train-on-pvc": ["createpvc", "pack-dataset", "validate-training"],
-        "evaluate-and-deploy": ["pack-dataset", "train-on-pvc", "validate-serving"],
+        "train": ["createpvc", "pack-dataset", "validate-training"],
+        "evaluate-and-deploy": ["pack-dataset", "train", "validate-serving"],
         "deletepvc": ["createpvc", "evaluate-and-deploy"],
     }
     assert tasks["createpvc"]["inputs"]["parameters"] == {
@@ -269,13 +269,14 @@ def test_pvc_variant_creates_mounts_and_deletes_its_own_pvc(pvc_ir):
         "storage_class_name": {"runtimeValue": {"constant": "nfs-rwx"}},
     }
     assert tasks["deletepvc"]["inputs"]["parameters"] == {"pvc_name": created_pvc()}
-    train = tasks["train-on-pvc"]["inputs"]["parameters"]
+    train = tasks["train"]["inputs"]["parameters"]
     assert train["workspace_pvc"] == created_pvc()
-    assert train["workspace_path"] == {"runtimeValue": {"constant": PVC_MOUNT}}
+    assert train["workspace_path"] == {"runtimeValue": {"constant": OWN_WORKSPACE_MOUNT_PATH}}
+    assert train["target"] == {"runtimeValue": {"constant": "cluster"}}
     assert train["run_id"] == RUN_ID
-    executor = kubernetes["deploymentSpec"]["executors"]["exec-train-on-pvc"]
+    executor = kubernetes["deploymentSpec"]["executors"]["exec-train"]
     assert executor["pvcMount"] == [
-        {"mountPath": PVC_MOUNT, "pvcNameParameter": created_pvc(), **created_pvc()}
+        {"mountPath": OWN_WORKSPACE_MOUNT_PATH, "pvcNameParameter": created_pvc(), **created_pvc()}
     ]
     assert executor["tolerations"] == [GPU_TOLERATION]
 
@@ -284,8 +285,13 @@ def test_pvc_variant_has_no_workspace_task_config_or_target(pvc_ir):
     spec, kubernetes = pvc_ir
     assert "pipelineConfig" not in kubernetes
     assert all("taskConfigPassthroughs" not in c for c in spec["components"].values())
-    text = yaml.safe_dump(spec)
-    assert "workspace_path}}" not in text and "TaskConfig" not in text
+    types = [
+        item.get("parameterType")
+        for component in spec["components"].values()
+        for item in component.get("inputDefinitions", {}).get("parameters", {}).values()
+    ]
+    assert "TASK_CONFIG" not in types  # KFP 2.5's pipeline spec has no such type
+    assert "workspace_path}}" not in yaml.safe_dump(spec)
     assert "target" not in spec["root"]["inputDefinitions"]["parameters"]  # cluster only
     deploy = spec["components"]["comp-condition-1"]["dag"]["tasks"]["deploy"]
     assert deploy["inputs"]["parameters"]["target"] == {
@@ -298,17 +304,19 @@ def test_pvc_variant_has_no_workspace_task_config_or_target(pvc_ir):
 def test_the_training_job_mounts_the_pvc_the_step_uses(
     pvc_ir, fake_k8s, in_namespace, tmp_path, packed_small, validate_crd
 ):
-    from components.steps.train import train_on_pvc
+    from components.steps.train import train
 
-    workspace = tmp_path / "pvc"  # stands in for the PVC mounted at PVC_MOUNT
+    workspace = tmp_path / "fmnist-workspace"  # stands in for the PVC at its mount path
     model = succeeded_job(fake_k8s, tmp_path, workspace)
-    train_on_pvc.python_func(
+    train.python_func(  # the pvc variant's inputs; no TaskConfig comes: kfp passes an empty one
         dataset=dsl.Dataset(uri=str(packed_small)),
         model=dsl.Model(uri=str(model)),
         job=TrainingJob().to_dict(),
-        workspace_pvc="run-7-fmnist-workspace",
+        target="cluster",
         workspace_path=str(workspace),
         run_id="run-7",
+        task_config=dsl.TaskConfig(),
+        workspace_pvc="run-7-fmnist-workspace",
     )
     (job,) = fake_k8s.custom.created("pytorchjobs")
     validate_crd(job)
@@ -321,3 +329,25 @@ def test_the_training_job_mounts_the_pvc_the_step_uses(
         assert pod["tolerations"] == [GPU_TOLERATION]
     assert (workspace / "train" / "data" / "manifest.json").is_file()
     assert (model / "model.pt").read_bytes() == b"w"
+
+
+@pytest.mark.parametrize("step", ["train", "tune"])
+def test_both_variants_run_one_and_the_same_step(compiled, step):
+    """One component per step: the pvc variant's is the same code, minus the TaskConfig."""
+    found = 0
+    for name in PIPELINES:
+        workspace, _ = compiled[(name, "workspace")]
+        pvc, _ = compiled[(name, "pvc")]
+        if f"comp-{step}" not in workspace["components"]:
+            continue
+        found += 1
+        executors = [
+            spec["deploymentSpec"]["executors"][f"exec-{step}"] for spec in (workspace, pvc)
+        ]
+        assert executors[0] == executors[1]
+        inputs = [
+            set(spec["components"][f"comp-{step}"]["inputDefinitions"]["parameters"])
+            for spec in (workspace, pvc)
+        ]
+        assert inputs[0] - inputs[1] == {"task_config"} and inputs[1] <= inputs[0]
+    assert found == (2 if step == "train" else 1)

@@ -13,7 +13,7 @@ import torch
 from kfp import dsl, local
 
 from components.specs.params import Serving
-from pipelines.publish import publish_pipeline
+from pipelines.evaluate_and_deploy import evaluate_and_deploy_pipeline
 from pipelines.settings import CompileSettings
 from trainer.data import load_packed
 from trainer.model import ModelCard, build_model, load_model_dir, normalize, save_model_dir
@@ -45,7 +45,7 @@ def model_answers(model_dir, packed_small) -> tuple[int, int]:
 
 def run_tail(model_dir: Path, packed: Path, min_accuracy: float, root: Path) -> bool:
     """Run the sub-pipeline on the model; whether its deploy step ran."""
-    tail = publish_pipeline(CompileSettings())
+    tail = evaluate_and_deploy_pipeline(CompileSettings())
 
     @dsl.pipeline(name="gate-under-test")
     def gate_under_test(threshold: float):

@@ -4,10 +4,9 @@ packing and training, and the final training takes the best trial's job."""
 import pytest
 
 from components.specs.params import ParamError
-from components.specs.pods import GPU_TOLERATION
+from components.specs.pods import GPU_TOLERATION, OWN_WORKSPACE_MOUNT_PATH
 from components.specs.sweep import Sweep
 from pipelines import PIPELINES
-from pipelines.training import PVC_MOUNT
 
 RUN_ID = {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}
 
@@ -90,14 +89,13 @@ def test_the_katib_step_sees_the_workspace_and_is_never_cached(ir):
 def test_the_pvc_variant_tunes_and_trains_on_the_runs_pvc(compiled):
     spec, platform = compiled[("fashion-mnist-tune", "pvc")]
     tasks = spec["root"]["dag"]["tasks"]
-    assert "tune" not in tasks and "train" not in tasks
     created = output_of("createpvc", "name")
-    tune = tasks["tune-on-pvc"]["inputs"]["parameters"]
+    tune = tasks["tune"]["inputs"]["parameters"]
     assert tune["workspace_pvc"] == created
-    assert tune["workspace_path"] == {"runtimeValue": {"constant": PVC_MOUNT}}
-    assert tasks["train-on-pvc"]["inputs"]["parameters"]["job"] == output_of("tune-on-pvc", "job")
+    assert tune["workspace_path"] == {"runtimeValue": {"constant": OWN_WORKSPACE_MOUNT_PATH}}
+    assert tasks["train"]["inputs"]["parameters"]["job"] == output_of("tune", "job")
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    for name in ("exec-tune-on-pvc", "exec-train-on-pvc"):
+    for name in ("exec-tune", "exec-train"):
         assert executors[name]["pvcMount"][0]["pvcNameParameter"] == created
-        assert executors[name]["pvcMount"][0]["mountPath"] == PVC_MOUNT
+        assert executors[name]["pvcMount"][0]["mountPath"] == OWN_WORKSPACE_MOUNT_PATH
     assert sorted(tasks["deletepvc"]["dependentTasks"]) == ["createpvc", "evaluate-and-deploy"]

@@ -29,10 +29,10 @@ class Outputs(NamedTuple):
     report_html: dsl.HTML
 
 
-def evaluate_and_deploy_outputs(
-    tail, trained, dataset, serving, params: dict, target, storage
+def evaluate_and_deploy_task(
+    tail, trained, dataset, serving, params: dict, target, training
 ) -> Outputs:
-    """Run the tail on the trained model, then release the storage; the pipeline's outputs."""
+    """Run the tail on the trained model, then release the run's storage; the outputs."""
     published = tail(
         model=trained.outputs["model"],
         dataset=dataset,
@@ -41,7 +41,7 @@ def evaluate_and_deploy_outputs(
         model_pvc=params["model_pvc"],
         target=target,
     )
-    storage.release(published)
+    training.release(published)
     return Outputs(
         accuracy=published.outputs["accuracy"],
         model=trained.outputs["model"],
@@ -51,7 +51,7 @@ def evaluate_and_deploy_outputs(
     )
 
 
-def publish_pipeline(settings: CompileSettings):
+def evaluate_and_deploy_pipeline(settings: CompileSettings):
     """The sub-pipeline, its steps in the components image of ``settings``."""
 
     @dsl.pipeline(name="evaluate-and-deploy")
