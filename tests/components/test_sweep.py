@@ -1,8 +1,22 @@
 """The sweep's search space: range checks and Katib's grid semantics."""
 
+from dataclasses import fields
+
 import pytest
 
-from components.specs.sweep import Sweep, Trial, grid_points, parameter_values, rank_trials
+from components.runtime.katib import build_experiment
+from components.runtime.launcher import Target
+from components.specs.params import TrainingJob, trainer_flag_names
+from components.specs.pods import workspace_placement
+from components.specs.sweep import (
+    ALWAYS_SEARCHED,
+    SEARCHABLE,
+    Sweep,
+    Trial,
+    grid_points,
+    parameter_values,
+    rank_trials,
+)
 
 
 def test_defaults_are_valid_and_search_lr_and_epochs():
@@ -123,3 +137,53 @@ def test_a_sweep_survives_a_round_trip_through_a_kfp_struct():
     restored = Sweep.from_dict(as_struct)
     assert restored == sweep
     assert isinstance(restored.epochs_min, int) and isinstance(restored.seed, int)
+
+
+# A value other than the default for each Sweep field, with the fields it needs beside it.
+# A field added to Sweep needs an entry here, and must then change the Experiment.
+MOMENTUM = {"momentum_min": 0.5, "momentum_max": 0.9}
+SWEEP_VARIANTS = {
+    "algorithm": ({}, "tpe"),
+    "lr_min": ({}, 0.001),
+    "lr_max": ({}, 0.004),
+    "lr_step": ({}, 0.001),
+    "epochs_min": ({}, 3),
+    "epochs_max": ({}, 5),
+    "epochs_step": ({}, 2),
+    "momentum_min": ({}, MOMENTUM),
+    "momentum_max": (MOMENTUM, 0.95),
+    "momentum_step": (MOMENTUM, 0.1),
+    "max_trials": ({}, 5),
+    "parallel_trials": ({}, 2),
+    "max_failed_trials": ({}, 1),
+    "goal": ({}, 0.9),
+    "seed": ({}, 3),
+}
+# Fields the tune step itself consumes, and where.
+SWEEP_STEP_FIELDS = {"sweep_timeout_seconds": "components/runtime/katib.py tune waits this long"}
+
+
+def experiment_of(sweep: Sweep) -> dict:
+    """The Experiment the tune step would create for ``sweep``."""
+    placement = workspace_placement("run-1-kfp-workspace")
+    target = Target("pytorchjob")
+    return build_experiment(TrainingJob(), sweep, target, "tune-1", "team", "/ws", placement)
+
+
+@pytest.mark.parametrize("name", [item.name for item in fields(Sweep)])
+def test_every_sweep_field_reaches_the_experiment(name):
+    """A field that changes no Experiment (nor is the step's own) would be dropped silently."""
+    if name in SWEEP_STEP_FIELDS:
+        return
+    assert name in SWEEP_VARIANTS, f"Sweep.{name}: add a value to SWEEP_VARIANTS"
+    base, value = SWEEP_VARIANTS[name]
+    changes = value if isinstance(value, dict) else {name: value}
+    before, after = Sweep(**base), Sweep(**{**base, **changes})
+    assert experiment_of(before) != experiment_of(after), f"Sweep.{name} changes nothing"
+
+
+def test_each_searchable_range_is_a_trainer_flag_of_the_training_job():
+    assert SEARCHABLE == ("lr", "epochs", "momentum") and ALWAYS_SEARCHED == ("lr", "epochs")
+    assert set(SEARCHABLE) <= set(trainer_flag_names(TrainingJob))
+    ranges = [item.name for item in fields(Sweep) if item.name.endswith(("_min", "_max", "_step"))]
+    assert ranges == [f"{name}_{end}" for name in SEARCHABLE for end in ("min", "max", "step")]
