@@ -9,4 +9,4 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 python="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
-exec "$python" -m pipelines.cli compile "$@"
+exec "$python" -m cli compile "$@"

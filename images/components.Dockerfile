@@ -51,6 +51,7 @@ COPY trainer/ /src/trainer/
 COPY serving/ /src/serving/
 COPY components/ /src/components/
 COPY pipelines/ /src/pipelines/
+COPY cli/ /src/cli/
 RUN pip install --no-cache-dir --disable-pip-version-check --no-deps /src && rm -rf /src \
     && python -c "import components, kfp, kubernetes, torch, trainer"
 
@@ -61,4 +62,4 @@ USER 10001
 WORKDIR /home/fmnist
 # KFP sets each step's command (python -m kfp.dsl.executor_main ...); this default only
 # answers `docker run IMAGE`.
-CMD ["python", "-m", "pipelines.cli", "--help"]
+CMD ["python", "-m", "cli", "--help"]

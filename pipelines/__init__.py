@@ -1,4 +1,4 @@
-"""The pipelines and the ``fmnist`` command line.
+"""The pipeline definitions, registered by name.
 
 ``PIPELINES`` names every pipeline ``fmnist compile`` builds, as ``module:factory``, so
 listing them does not import kfp. A factory takes ``pipelines.settings.CompileSettings``.

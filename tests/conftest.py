@@ -495,3 +495,32 @@ def fake_k8s(monkeypatch):
     monkeypatch.setattr(kubernetes.client, "CoreV1Api", lambda *a, **k: cluster.core)
     monkeypatch.setattr(kubernetes.client, "AppsV1Api", lambda *a, **k: cluster.apps)
     return cluster
+
+
+# --- compiled pipelines -----------------------------------------------------------------
+# Every pipeline compiled once per test session, in both variants, with default settings
+# (the pvc variant with COMPILED_STORAGE_CLASS, which it needs).
+COMPILED_STORAGE_CLASS = "nfs-rwx"
+
+
+@pytest.fixture(scope="session")
+def packages(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """(pipeline, variant) -> its compiled YAML file."""
+    from cli.compiling import compile_pipeline
+    from pipelines import PIPELINES
+    from pipelines.settings import VARIANTS, CompileSettings, Workspace
+
+    out = tmp_path_factory.mktemp("compiled")
+    packages = {}
+    for variant in VARIANTS:
+        workspace = Workspace(storage_class=COMPILED_STORAGE_CLASS if variant == "pvc" else "")
+        settings = CompileSettings(workspace=workspace, variant=variant)
+        for name in PIPELINES:
+            packages[(name, variant)] = compile_pipeline(name, out, settings)
+    return packages
+
+
+@pytest.fixture(scope="session")
+def compiled(packages) -> dict[tuple[str, str], list[dict]]:
+    """(pipeline, variant) -> its YAML documents: the pipeline spec, the platform spec."""
+    return {key: list(yaml.safe_load_all(path.read_text())) for key, path in packages.items()}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli import build_parser, main
+from cli.main import build_parser, main
 
 REPO = Path(__file__).resolve().parents[1]
 GUIDES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

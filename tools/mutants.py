@@ -190,7 +190,7 @@ MUTANTS = [
         "components/specs/pods.py",
         '"capabilities": {"drop": ["ALL"]},',
         '"capabilities": {},',
-        ("tests/pipelines/test_sweep.py::test_apply_stages_the_data_with_a_restricted_pod_first",),
+        ("tests/cli/test_sweep.py::test_apply_stages_the_data_with_a_restricted_pod_first",),
     ),
     Mutant(
         "objective-minimized",

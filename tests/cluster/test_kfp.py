@@ -34,7 +34,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from cluster_helpers import wait_for
 
-from pipelines import cli
+from cli import main as cli
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kfp]
 

@@ -166,7 +166,8 @@ def test_components_image_installs_dependencies_before_sources():
         i
         for i, (keyword, arguments) in enumerate(steps)
         if keyword == "COPY"
-        and arguments.split()[0].rstrip("/") in ("trainer", "serving", "components", "pipelines")
+        and arguments.split()[0].rstrip("/")
+        in ("trainer", "serving", "components", "pipelines", "cli")
     ]
     assert sources and min(sources) > install
     copied_first = [arguments for keyword, arguments in steps[:install] if keyword == "COPY"]

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli.commands import render
+from cli.errors import UsageError
 from components.specs.karmada import propagation_policy
 from components.specs.kinds import PROPAGATION_POLICY
-from pipelines.cli import UsageError
-from pipelines.commands import render
 
 REPO = Path(__file__).resolve().parents[2]
 KIND_FLAGS = {"karmada": ["--cluster", "member1=1"]}

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from pss import violations
 
+from cli.manifests import training_job_object
 from components.specs.kinds import TRAINJOB_KIND
 from components.specs.params import TrainingJob
 from components.specs.pods import (
@@ -25,7 +26,6 @@ from components.specs.pods import (
     pod_security_context,
 )
 from components.specs.trainjob import NODE_JOB
-from pipelines.commands.render import training_job_object
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME = "fmnist-torch-distributed"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from cli.main import main
 from components.images import default_image
 from pipelines import PIPELINES
-from pipelines.cli import main
 
 STUBS = ("argostub/createpvc", "argostub/deletepvc")
 

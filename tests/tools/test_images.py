@@ -177,6 +177,7 @@ def test_copied_sources_are_what_the_copy_lines_name():
         "serving/",
         "components/",
         "pipelines/",
+        "cli/",
     ]
     assert images.copied_sources(STANDINS / "alpine.Containerfile") == []  # --from only
 

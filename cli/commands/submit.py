@@ -4,15 +4,9 @@ import argparse
 import math
 import time
 
-from pipelines.cli import UsageError
-from pipelines.remote import (
-    add_pipeline_flags,
-    add_server_flags,
-    quiet,
-    require_text,
-    timestamp,
-    ui_url,
-)
+from cli.errors import UsageError
+from cli.server import add_server_flags, quiet, timestamp, ui_url
+from cli.upload import add_pipeline_flags, dry_run, require_text, upload_from_args
 
 WAIT_CHUNK_SECONDS = 5  # one round of the client's wait call (its own poll interval)
 ENDED = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")  # a run's final states (v2beta1)
@@ -62,8 +56,6 @@ def register(subparsers) -> None:
 
 def submit_command(args: argparse.Namespace) -> int:
     """Upload, start the run, print its URL (``--dry-run``: say what would be done)."""
-    from pipelines.remote import dry_run, upload_from_args
-
     require_text(args.run_name, "--run-name")
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise UsageError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")

@@ -15,7 +15,7 @@ import socket
 import sys
 from pathlib import Path
 
-from pipelines.cli import UsageError
+from cli.errors import UsageError
 
 DEFAULT_RUN_DIR = Path("runs") / "latest"
 DEFAULT_PORT = 8080  # KServe's

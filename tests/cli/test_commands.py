@@ -7,9 +7,9 @@ Operator v1.9.4, Trainer v2.3.0, KServe v0.20.0; ``validate_crd_at``: older rele
 import pytest
 import yaml
 
+from cli.flags import flag
+from cli.main import main
 from components.specs.params import Serving, TrainingJob
-from pipelines import cli
-from pipelines.flags import flag
 
 QUEUE = "kueue.x-k8s.io/queue-name"
 
@@ -19,7 +19,7 @@ def fmnist(capsys):
     """Run ``fmnist ARGS...``: (exit code, stdout, stderr)."""
 
     def call(*argv: str):
-        code = cli.main(list(argv))
+        code = main(list(argv))
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -117,7 +117,7 @@ def test_render_inferenceservice(fmnist, validate_crd):
 )
 def test_each_kind_takes_only_the_flags_of_what_shapes_it(capsys, kind, own, other, left_out):
     with pytest.raises(SystemExit) as exited:
-        cli.main(["render", kind, "--help"])
+        main(["render", kind, "--help"])
     assert exited.value.code == 0
     listed = {word.rstrip(",") for word in capsys.readouterr().out.split() if word.startswith("--")}
     assert {flag(name) for name in own.help() if name not in left_out} <= listed
@@ -192,7 +192,7 @@ def test_apply_says_where_it_connects_and_a_refusal_names_the_host(tmp_path, mon
         "contexts: [{name: dead, context: {cluster: dead, user: me, namespace: team-a}}]\n"
     )
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    assert cli.main(["sweep", "--apply"]) == 2
+    assert main(["sweep", "--apply"]) == 2
     out, err = capsys.readouterr()
     assert out == "connecting to the Kubernetes API at https://127.0.0.1:9\n"
     assert err.startswith(
@@ -209,5 +209,5 @@ def test_apply_says_where_it_connects_and_a_refusal_names_the_host(tmp_path, mon
     ],
 )
 def test_names_at_their_limits_are_rendered(capsys, argv, name):
-    assert cli.main(argv) == 0
+    assert main(argv) == 0
     assert yaml.safe_load(capsys.readouterr().out)["metadata"]["name"] == name

@@ -13,9 +13,9 @@ import argparse
 import typing
 from dataclasses import MISSING, fields
 
+from cli.errors import UsageError
 from components.specs.names import LABEL_MAX, is_dns1035_label, is_dns_label, is_dns_subdomain
 from components.specs.params import ParamError
-from pipelines.cli import UsageError
 
 
 def flag(name: str) -> str:

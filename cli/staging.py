@@ -3,7 +3,8 @@
 A pipeline run stages its data itself (the tune step copies the packed dataset into the
 run's workspace). A sweep started from the shell has no step to do that, so a short pod
 from the trainer image packs FashionMNIST onto the workspace PVC (``train/data``, where
-every trial reads it), unless it is already there. These calls run with the user's
+every trial reads it), unless it is already there (the pod:
+``components/specs/staging_pod.py``). These calls run with the user's
 credentials, not the pipeline's service account.
 """
 
@@ -18,32 +19,10 @@ from components.runtime.kube import KubeClient
 from components.runtime.waiting import wait_until
 from components.specs.kinds import LOCALQUEUE
 from components.specs.params import DataSlice
-from components.specs.pods import (
-    ISTIO_INJECT_LABEL,
-    WORKSPACE_MOUNT_PATH,
-    WORKSPACE_VOLUME,
-    WorkPaths,
-    container_security_context,
-    pod_security_context,
-    pvc_volume,
-    resources,
-    volume_mount,
-)
+from components.specs.staging_pod import staging_pod
 
 KATIB_INJECTION_LABEL = "katib.kubeflow.org/metrics-collector-injection"
 STAGE_TIMEOUT_SECONDS = 900
-# Packs into argv[1] unless a complete packed slice of the same size is there already.
-STAGE_SCRIPT = """
-import sys
-from trainer.data import is_packed, load_packed, pack
-out, train, test = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-if is_packed(out):
-    data = load_packed(out)
-    if (len(data.train), len(data.test)) == (train, test):
-        print(f"{out} already holds {train} training and {test} test images"); sys.exit(0)
-manifest = pack(out, train_limit=train, test_limit=test)
-print(f"packed {manifest['counts']} into {out} from {manifest['source']}")
-"""
 
 
 class NamespaceNotReady(RuntimeError):
@@ -69,7 +48,7 @@ def check_namespace(kube: KubeClient, namespace: str, queue: str, pvc: str) -> N
         if exc.status != 404:
             raise
         missing.append(f"the PVC {pvc} (k8s/storage, with this namespace)")
-    labels = _namespace_labels(kube, namespace)
+    labels = _readable_labels(kube, namespace)
     if labels is not None and labels.get(KATIB_INJECTION_LABEL) != "enabled":
         missing.append(
             f"the label {KATIB_INJECTION_LABEL}=enabled (kubectl label namespace {namespace} "
@@ -83,46 +62,15 @@ def check_namespace(kube: KubeClient, namespace: str, queue: str, pvc: str) -> N
         )
 
 
-def _namespace_labels(kube: KubeClient, namespace: str) -> dict | None:
+def _readable_labels(kube: KubeClient, namespace: str) -> dict | None:
     """The namespace's labels; None (and a note) where the user may not read namespaces."""
     try:
-        return kube.core_api.read_namespace(namespace).metadata.labels or {}
+        return kube.namespace_labels(namespace)
     except ApiException as exc:
         if exc.status != 403:
             raise
     print(f"note: cannot read namespace {namespace} (403); not checking its Katib label")
     return None
-
-
-def staging_pod(name: str, namespace: str, pvc: str, image: str, data: DataSlice) -> dict:
-    """A pod that packs the data slice onto ``pvc`` at ``train/data``, restricted."""
-    target = str(WorkPaths.under(WORKSPACE_MOUNT_PATH).data)
-    container = {
-        "name": "stage",
-        "image": image,
-        "command": [
-            "python",
-            "-c",
-            STAGE_SCRIPT,
-            target,
-            str(data.train_limit),
-            str(data.test_limit),
-        ],
-        "resources": resources("1", "2Gi"),
-        "securityContext": container_security_context(),
-        "volumeMounts": [volume_mount(WORKSPACE_VOLUME, WORKSPACE_MOUNT_PATH)],
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {ISTIO_INJECT_LABEL: "false"}},
-        "spec": {
-            "restartPolicy": "Never",
-            "securityContext": pod_security_context(),
-            "containers": [container],
-            "volumes": [pvc_volume(WORKSPACE_VOLUME, pvc)],
-        },
-    }
 
 
 def stage_on_pvc(kube: KubeClient, namespace: str, pvc: str, image: str, data: DataSlice) -> None:

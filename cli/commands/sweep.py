@@ -13,10 +13,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from components.specs.params import DataSlice, TrainingJob
-from components.specs.sweep import Sweep
-from pipelines.cli import UsageError
-from pipelines.flags import (
+from cli.errors import UsageError
+from cli.flags import (
     add_cpu_fallback_flag,
     add_set_flags,
     check_namespace_name,
@@ -24,6 +22,10 @@ from pipelines.flags import (
     check_pvc_name,
     set_from_args,
 )
+from cli.manifests import dump_yaml, experiment_for, rendered_experiment
+from components.specs.compat import DEFAULT_TRAINER_RELEASE, TRAINER_RELEASES
+from components.specs.params import DataSlice, TrainingJob
+from components.specs.sweep import Sweep
 
 DESCRIPTION = """\
 Search learning rate and epochs (and momentum). --render prints the Katib Experiment,
@@ -105,8 +107,8 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--trainer-version",
-        choices=("v2.1", "v2.2", "v2.3"),
-        default="v2.3",
+        choices=sorted(TRAINER_RELEASES),
+        default=DEFAULT_TRAINER_RELEASE,
         help="--render with TrainJob trials: the Kubeflow Trainer release "
         "(--apply asks the cluster)",
     )
@@ -133,26 +135,18 @@ def sweep_command(args: argparse.Namespace) -> int:
         if getattr(args, name):
             raise UsageError(f"--{name.replace('_', '-')} is for --local only")
     if args.mode == "render":
-        from pipelines.commands.render import GENERATIONS, dump_yaml, experiment_for
-
-        api = "trainjob" if job.job_api == "trainjob" else "pytorchjob"
-        generation = GENERATIONS[args.trainer_version]
-        dump_yaml(
-            experiment_for(
-                job, sweep, args.name, args.namespace, args.workspace_pvc, api, generation
-            )
-        )
+        claim, release = args.workspace_pvc, args.trainer_version
+        dump_yaml(rendered_experiment(job, sweep, args.name, args.namespace, claim, release))
         return 0
     return apply(sweep, job, set_from_args(args, DataSlice), args)
 
 
 def apply(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namespace) -> int:
     """Check the namespace, stage the data, create the Experiment, redraw the trial table."""
+    from cli.staging import check_namespace, stage_on_pvc
     from components.runtime import katib
     from components.runtime.kube import CONNECT_ONCE, KubeClient, current_namespace
     from components.runtime.launcher import find_target
-    from pipelines.commands.render import experiment_for
-    from pipelines.staging import check_namespace, stage_on_pvc
 
     with kubernetes_errors():
         kube = KubeClient.connect(CONNECT_ONCE)
@@ -183,10 +177,10 @@ def kubernetes_errors():
     from kubernetes.config import ConfigException
     from urllib3.exceptions import HTTPError
 
+    from cli.staging import NamespaceNotReady, StagingFailed
     from components.runtime.discovery import ClusterMismatch
     from components.runtime.kube import connection_failure
     from components.runtime.objects import NotOurs
-    from pipelines.staging import NamespaceNotReady, StagingFailed
 
     try:
         yield

@@ -10,17 +10,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from cli.errors import UsageError
+from cli.server import add_server_flags, check_host, connect, quiet, ui_url
+from cli.upload import add_pipeline_flags, dry_run, require_text, upload_from_args
 from components.specs.table import text_table
-from pipelines.cli import UsageError
-from pipelines.remote import (
-    add_pipeline_flags,
-    add_server_flags,
-    check_host,
-    connect,
-    quiet,
-    require_text,
-    ui_url,
-)
 
 DESCRIPTION = """\
 Schedule a pipeline: upload it as a new version (like fmnist submit) and create a
@@ -220,8 +213,6 @@ def schedule_command(args: argparse.Namespace) -> int:
         return manage(args)
     trigger = trigger_from_args(args)
     require_text(args.name, "--name")
-    from pipelines.remote import dry_run, upload_from_args
-
     if args.dry_run:
         plan = dry_run(args)
         print(f"recurring run: {args.name or f'{plan.name} schedule'}, {trigger.details()}")

@@ -13,8 +13,8 @@ import threading
 import pytest
 import yaml
 
-from pipelines.cli import main
-from pipelines.commands import submit
+from cli.commands import submit
+from cli.main import main
 
 
 @pytest.fixture

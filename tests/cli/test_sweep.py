@@ -12,8 +12,8 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 from pss import violations
 
-from pipelines.cli import main
-from pipelines.staging import KATIB_INJECTION_LABEL
+from cli.main import main
+from cli.staging import KATIB_INJECTION_LABEL
 
 GRID = [
     "--algorithm",

@@ -9,8 +9,9 @@ parameters: test_submit.py checks those for both commands.
 import pytest
 import yaml
 
-from pipelines.cli import UsageError, main
-from pipelines.commands.schedule import parse_cron, parse_interval, parse_time
+from cli.commands.schedule import parse_cron, parse_interval, parse_time
+from cli.errors import UsageError
+from cli.main import main
 
 
 @pytest.fixture

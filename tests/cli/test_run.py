@@ -22,7 +22,7 @@ import pytest
 import requests
 import yaml
 
-from pipelines.run_output import ANSI_CODE, RunOutput
+from cli.run_output import ANSI_CODE, RunOutput
 
 REPO = Path(__file__).resolve().parents[2]
 SLICE = ("--epochs", "1", "--train-limit", "2000", "--test-limit", "500")
@@ -39,7 +39,7 @@ RUN_BOUND_SECONDS = 400  # a whole pipeline run (~60 s alone on 2 cores) inside 
 def fmnist(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """``fmnist ARGV`` in a fresh process, its output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *argv],
+        [sys.executable, "-m", "cli", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -157,14 +157,14 @@ def test_fail_on_gate_exits_3_below_the_gate_and_deploys_nothing(below_gate):
 def test_serve_answers_over_http_like_the_model_and_stops_on_ctrl_c(passed, packed_small):
     import torch
 
-    from components.runtime.local_predictor import free_port
+    from components.runtime.ports import free_port
     from trainer.data import load_packed
     from trainer.model import load_model_dir, normalize
 
     _, run_dir = passed
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "serve", str(run_dir), "--port", str(port)],
+        [sys.executable, "-m", "cli", "serve", str(run_dir), "--port", str(port)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -327,7 +327,7 @@ class Captured(io.StringIO):
 
 @pytest.mark.parametrize("terminal", [False, True])
 def test_verbose_shows_everything_with_colour_only_on_a_terminal(terminal):
-    from pipelines.commands.run import Tee
+    from cli.commands.run import Tee
 
     log, console = io.StringIO(), Captured(terminal)
     Tee(log, console).write(RECORDED)

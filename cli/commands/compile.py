@@ -14,12 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from cli.compiling import add_workspace_flags, compile_pipeline, settings_from_args
+from cli.errors import UsageError
 from pipelines import PIPELINES
-from pipelines.cli import UsageError
-from pipelines.settings import ACCESS_MODES, PVC_NEEDS_CLASS, VARIANTS
-
-IMAGE_PARAMETERS = {"trainer": "trainer_image", "serving": "serving_image"}
-SUFFIXES = {"workspace": "", "pvc": "-pvc"}
+from pipelines.settings import PVC_NEEDS_CLASS, VARIANTS
 
 
 def register(subparsers) -> None:
@@ -61,52 +59,6 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=compile_command)
 
 
-def add_workspace_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """The run workspace's size, storage class and access mode; returns the flags."""
-    group = parser.add_argument_group("the run's workspace volume")
-    return [
-        group.add_argument("--workspace-size", default="5Gi", help="its size (default: 5Gi)"),
-        group.add_argument(
-            "--workspace-storage-class",
-            default="",
-            help="its StorageClass; KFP 2.15 and 2.16 need one (default: the cluster's default)",
-        ),
-        group.add_argument(
-            "--workspace-access-mode",
-            choices=ACCESS_MODES,
-            default="ReadWriteMany",
-            help="ReadWriteMany for training jobs over several nodes (default: ReadWriteMany)",
-        ),
-    ]
-
-
-def settings_from_args(args: argparse.Namespace, variant: str):
-    """The compile settings of the flags (images resolved now, from flags and environment)."""
-    from components.images import Images
-    from components.specs.names import is_image
-    from components.specs.params import IMAGE, ParamError, require
-    from pipelines.flags import usage_error
-    from pipelines.settings import CompileSettings, Workspace
-
-    chosen = {runtime: getattr(args, f"{runtime}_image", None) for runtime in IMAGE_PARAMETERS}
-    chosen["components"] = getattr(args, "components_image", None)
-    try:
-        images = Images.resolve(**chosen)
-        for runtime in ("trainer", "serving", "components"):
-            image = getattr(images, runtime)
-            require(is_image(image), f"{runtime}_image", IMAGE, image)
-        workspace = Workspace(
-            size=args.workspace_size,
-            storage_class=args.workspace_storage_class,
-            access_mode=args.workspace_access_mode,
-        )
-        return CompileSettings(images, workspace, variant)
-    except ParamError as exc:
-        raise usage_error(exc) from None
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def compile_command(args: argparse.Namespace) -> int:
     """Compile the chosen pipelines in the chosen variants; print where each one went."""
     unknown = sorted(set(args.pipelines) - set(PIPELINES))
@@ -134,20 +86,3 @@ def check_out_dir(out_dir: Path) -> None:
         raise UsageError(f"--out-dir {out_dir} is not a directory") from None
     except OSError as exc:
         raise UsageError(f"--out-dir {out_dir}: {exc.strerror}") from None
-
-
-def compile_pipeline(name: str, out_dir: Path, settings) -> Path:
-    """Compile one registered pipeline with ``settings``; return the YAML's path."""
-    from kfp import compiler
-
-    from pipelines import load_pipeline
-
-    pipeline = load_pipeline(name, settings)
-    overrides = {
-        parameter: getattr(settings.images, runtime)
-        for runtime, parameter in IMAGE_PARAMETERS.items()
-    }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}{SUFFIXES[settings.variant]}.yaml"
-    compiler.Compiler().compile(pipeline, str(path), pipeline_parameters=overrides)
-    return path

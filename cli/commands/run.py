@@ -19,10 +19,11 @@ import time
 import warnings
 from pathlib import Path
 
+from cli.errors import UsageError
+from cli.flags import add_cpu_fallback_flag, add_set_flags, set_from_args
+from cli.manifests import dump_yaml, inferenceservice_object, training_job_object
+from cli.run_output import RunOutput, strip_ansi
 from components.specs.params import DataSlice, Serving, TrainingJob
-from pipelines.cli import UsageError
-from pipelines.flags import add_cpu_fallback_flag, add_set_flags, set_from_args
-from pipelines.run_output import RunOutput, strip_ansi
 
 SETS = ((DataSlice, "data"), (TrainingJob, "training job"), (Serving, "gate and serving"))
 GATE_NOT_PASSED = 3  # the exit code of --fail-on-gate when the model is below the gate
@@ -181,8 +182,6 @@ def print_failure(output: RunOutput, exc: RuntimeError, log_path: Path) -> None:
 
 def write_manifests(job: TrainingJob, serving: Serving, directory: Path) -> list[Path]:
     """Write the PyTorchJob, TrainJob and InferenceService these parameters give on a cluster."""
-    from pipelines.commands.render import dump_yaml, inferenceservice_object, training_job_object
-
     directory.mkdir(parents=True, exist_ok=True)
     objects = {
         "pytorchjob": training_job_object(job, "pytorchjob", "fmnist-train", None),

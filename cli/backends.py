@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.cli import UsageError
+from cli.errors import UsageError
 from pipelines.settings import PVC_NEEDS_CLASS
 
 FIRST_SUPPORTED = (2, 2)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.backends import check_package, choose_variant, package_settings, parse_version
-from pipelines.cli import UsageError
-from pipelines.commands.compile import compile_pipeline
-from pipelines.remote import server_version, stated_version
+from cli.backends import check_package, choose_variant, package_settings, parse_version
+from cli.compiling import compile_pipeline
+from cli.errors import UsageError
+from cli.server import server_version, stated_version
 from pipelines.settings import CompileSettings, Workspace
 
 

@@ -1,7 +1,7 @@
 """Every command, given bad input: exit 2, one line on stderr naming what is wrong, no traceback.
 
 ``BAD_INPUTS`` is a plain table of ``(argv, fragment of the message)``, grouped by command.
-An argv starts with the program: ``fmnist ...`` runs ``pipelines.cli.main`` in this process;
+An argv starts with the program: ``fmnist ...`` runs ``cli.main.main`` in this process;
 ``python -m ...`` runs a subprocess (the trainer, the predictor). Leading ``NAME=VALUE``
 items set environment variables, as in a shell. ``{name}`` in an item is replaced by one of
 the files and addresses of ``placeholders`` (a regular file, a junk YAML, kubeconfigs, a
@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from pipelines.cli import main
+from cli.main import main
 
 ENV_SETTING = re.compile(r"^[A-Z_]+=")
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port

@@ -7,18 +7,23 @@ run time is a stand-in: the job name, the run id, and the run's workspace PVC.
 """
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cli.errors import UsageError
+from cli.flags import add_set_flags, check_namespace_name, check_object_name, set_from_args
+from cli.manifests import (
+    WORKSPACE_CLAIM,
+    dump_yaml,
+    inferenceservice_object,
+    rendered_experiment,
+    training_job_object,
+)
+from components.specs.compat import DEFAULT_TRAINER_RELEASE, TRAINER_RELEASES
 from components.specs.names import is_dns_label
 from components.specs.params import Serving, TrainingJob
 from components.specs.sweep import Sweep
-from pipelines.flags import add_set_flags, check_namespace_name, check_object_name, set_from_args
 
-RUN_ID = "RUN-ID"  # stands in for the pipeline run's id
-WORKSPACE_CLAIM = "RUN-NAME-kfp-workspace"  # the PVC KFP creates for a run's workspace
-GENERATIONS = {"v2.1": "v2.1", "v2.2": "v2.2", "v2.3": "v2.2"}  # Trainer version -> spec
 KARMADA_CLUSTER_MAX = 48  # Karmada's limit on a member cluster's name
 
 
@@ -38,33 +43,10 @@ def _namespace_flag(parser: argparse.ArgumentParser) -> None:
 def _trainer_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trainer-version",
-        choices=sorted(GENERATIONS),
-        default="v2.3",
+        choices=sorted(TRAINER_RELEASES),
+        default=DEFAULT_TRAINER_RELEASE,
         help="Kubeflow Trainer release: v2.1 (Kubeflow 1.11) takes podTemplateOverrides, "
-        "v2.2 and later runtimePatches (default: v2.3)",
-    )
-
-
-def training_job_object(
-    job: TrainingJob, api: str, name: str | None, namespace: str | None, generation: str = "v2.2"
-) -> dict:
-    """The train step's job (the pipeline's workspace and GPU toleration)."""
-    from components.specs.pods import (
-        WORKSPACE_MOUNT_PATH,
-        TrainerFlags,
-        WorkPaths,
-        workspace_placement,
-    )
-    from components.specs.training import training_job
-
-    return training_job(
-        api,
-        name=name,
-        namespace=namespace,
-        job=job,
-        flags=TrainerFlags.for_job(job, WorkPaths.under(WORKSPACE_MOUNT_PATH)),
-        placement=workspace_placement(WORKSPACE_CLAIM),
-        generation=generation,
+        f"v2.2 and later runtimePatches (default: {DEFAULT_TRAINER_RELEASE})",
     )
 
 
@@ -75,7 +57,7 @@ def _job_kind(api: str) -> Kind:
             check_namespace_name(args.namespace),
         )
         job = set_from_args(args, TrainingJob)
-        generation = GENERATIONS[getattr(args, "trainer_version", "v2.3")]
+        generation = TRAINER_RELEASES[getattr(args, "trainer_version", DEFAULT_TRAINER_RELEASE)]
         return training_job_object(job, api, name, namespace, generation)
 
     def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -88,15 +70,6 @@ def _job_kind(api: str) -> Kind:
 
     label = "PyTorchJob" if api == "pytorchjob" else "TrainJob"
     return Kind(f"the train step's {label}", build, add_flags)
-
-
-def inferenceservice_object(serving: Serving, namespace: str | None, legacy: bool) -> dict:
-    """The InferenceService the deploy step applies, serving the model of run RUN-ID."""
-    from components.specs.inferenceservice import inference_service, mode_name, storage_uri
-
-    uri = storage_uri(serving.model_pvc, f"{serving.model_name}/{RUN_ID}")
-    mode = mode_name(serving.mode, legacy)
-    return inference_service(serving=serving, namespace=namespace, uri=uri, mode_annotation=mode)
 
 
 def _isvc_flags(parser: argparse.ArgumentParser) -> None:
@@ -115,31 +88,10 @@ def _isvc(args: argparse.Namespace) -> dict:
     return inferenceservice_object(set_from_args(args, Serving), namespace, args.legacy)
 
 
-def experiment_for(
-    job: TrainingJob,
-    sweep: Sweep,
-    name: str,
-    namespace: str | None,
-    claim: str,
-    api: str,
-    generation: str,
-) -> dict:
-    """The Katib Experiment of the tune step and ``fmnist sweep``, its trials on ``claim``."""
-    from components.runtime.katib import build_experiment
-    from components.runtime.launcher import Target
-    from components.specs.pods import WORKSPACE_MOUNT_PATH, workspace_placement
-
-    placement = workspace_placement(claim)
-    target = Target(api, generation)
-    return build_experiment(job, sweep, target, name, namespace, WORKSPACE_MOUNT_PATH, placement)
-
-
 def _experiment(args: argparse.Namespace) -> dict:
     name, namespace = check_object_name(args.name), check_namespace_name(args.namespace)
     job, sweep = set_from_args(args, TrainingJob), set_from_args(args, Sweep)
-    api = "trainjob" if job.job_api == "trainjob" else "pytorchjob"
-    generation = GENERATIONS[args.trainer_version]
-    return experiment_for(job, sweep, name, namespace, WORKSPACE_CLAIM, api, generation)
+    return rendered_experiment(job, sweep, name, namespace, WORKSPACE_CLAIM, args.trainer_version)
 
 
 def _experiment_flags(parser: argparse.ArgumentParser) -> None:
@@ -157,7 +109,6 @@ def _experiment_flags(parser: argparse.ArgumentParser) -> None:
 def karmada_object(args: argparse.Namespace) -> dict:
     """A Karmada PropagationPolicy spreading the queue's jobs over member clusters."""
     from components.specs.karmada import propagation_policy
-    from pipelines.cli import UsageError
 
     names = [name for name, _ in args.cluster]
     if len(set(names)) < len(names):
@@ -240,14 +191,3 @@ def render(args: argparse.Namespace) -> int:
     """Build the chosen kind for the flags and print it as YAML (no anchors)."""
     dump_yaml(KINDS[args.kind].build(args))
     return 0
-
-
-def dump_yaml(obj: dict, stream=None) -> None:
-    """One object as YAML, without anchors (Master and Worker share a pod template)."""
-    import yaml
-
-    class Dumper(yaml.SafeDumper):
-        def ignore_aliases(self, data):
-            return True
-
-    yaml.dump(obj, stream or sys.stdout, Dumper=Dumper, sort_keys=False)

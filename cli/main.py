@@ -1,6 +1,6 @@
 """The ``fmnist`` command: run, serve, compile, render, sweep, submit and schedule the pipeline.
 
-Each subcommand lives in ``pipelines/commands/<name>.py`` and exposes
+Each subcommand lives in ``cli/commands/<name>.py`` and exposes
 ``register(subparsers)``, which adds its parser and sets ``handler`` to a function
 ``handler(args) -> int``.
 """
@@ -13,13 +13,11 @@ import importlib.metadata
 import os
 import sys
 
+from cli.errors import UsageError
+
 COMMANDS = ("run", "serve", "compile", "render", "sweep", "submit", "schedule")
 PACKAGE = "fmnist-pipeline"
 REPORTED_VERSIONS = ("kfp", "torch", "kserve")  # shown by --version beside the package's
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for; printed without a traceback."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -39,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version_text())
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"pipelines.commands.{name}").register(subparsers)
+        importlib.import_module(f"cli.commands.{name}").register(subparsers)
     return parser
 
 
@@ -69,7 +67,3 @@ def main(argv: list[str] | None = None) -> int:
         # The reader went away (`fmnist render ... | head`); say nothing more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-
-
-if __name__ == "__main__":
-    sys.exit(main())

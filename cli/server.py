@@ -1,0 +1,175 @@
+"""Talking to a Kubeflow Pipelines server for ``fmnist submit`` and ``fmnist schedule``.
+
+Everything goes through ``kfp.Client`` (the KFP v2beta1 REST API). Server and network
+errors become ``UsageError``s that name the host, never tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import urllib.error
+import urllib.request
+import warnings
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cli.errors import UsageError
+
+
+def check_url(host: str) -> None:
+    """``--host`` must name its scheme (the client would guess https otherwise)."""
+    if not host.startswith(("http://", "https://")):
+        raise UsageError(f"--host must be a URL such as http://localhost:8080, got {host!r}")
+
+
+def check_host(host: str, token: str | None, timeout: float = 10.0) -> dict:
+    """The server's healthz answer; fail early and clearly when the KFP API does not answer.
+
+    Raises:
+        UsageError: the host is unreachable, refuses us, or is not a KFP API server.
+    """
+    check_url(host)
+    request = urllib.request.Request(f"{host.rstrip('/')}/apis/v2beta1/healthz")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        hint = " (check --token)" if exc.code in (401, 403) else ""
+        raise UsageError(f"Kubeflow Pipelines at {host} answered {exc.code}{hint}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UsageError(f"cannot reach Kubeflow Pipelines at {host}: {reason}") from None
+    try:
+        health = json.loads(body)
+    except ValueError:
+        health = None
+    if not isinstance(health, dict) or "multi_user" not in health:
+        raise UsageError(f"{host} does not answer like a Kubeflow Pipelines API server")
+    return health
+
+
+def stated_version(text: str | None) -> tuple[int, int] | None:
+    """``--kfp-version`` as (major, minor); None when not given.
+
+    Raises:
+        UsageError: it is given but is no release number.
+    """
+    from cli.backends import parse_version
+
+    if text is None:
+        return None
+    version = parse_version(text)
+    if version is None:
+        raise UsageError(f"--kfp-version must be a release such as 2.15.0, got {text!r}")
+    return version
+
+
+def server_version(health: dict, stated: tuple[int, int] | None) -> tuple[int, int]:
+    """The server's release: ``--kfp-version`` if given, else what its healthz reports.
+
+    Raises:
+        UsageError: neither tells a version.
+    """
+    from cli.backends import parse_version
+
+    version = stated or parse_version(health.get("tag_name"))
+    if version is None:
+        raise UsageError(
+            f"the server does not report its version (tag_name {health.get('tag_name')!r}); "
+            "pass --kfp-version, e.g. --kfp-version 2.15.0"
+        )
+    return version
+
+
+def connect(host: str, token: str | None = None, namespace: str | None = None):
+    """A ``kfp.Client`` for ``host`` (whose healthz answer ``check_host`` has read)."""
+    import kfp
+
+    with quiet(host):
+        return kfp.Client(host=host, existing_token=token, namespace=namespace or "kubeflow")
+
+
+@contextlib.contextmanager
+def quiet(host: str) -> Iterator[None]:
+    """Silence the client's prints and warnings; turn API errors into UsageErrors."""
+    from kfp_server_api.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    except ApiException as exc:
+        raise UsageError(f"Kubeflow Pipelines at {host} refused: {_api_message(exc)}") from None
+    except HTTPError as exc:
+        raise UsageError(f"cannot reach Kubeflow Pipelines at {host}: {exc}") from None
+
+
+def _api_message(exc) -> str:
+    """Status, reason and the server's message, its first line only.
+
+    The KFP API server's message of an internal error goes on with the wrapping context and
+    a Go stack trace, one frame a line (kubeflow/pipelines 2.15.0 backend/src/common/util/
+    error.go); the first line is the cause.
+    """
+    try:
+        body = json.loads(exc.body)
+        detail = body.get("message") or body.get("error_message", "")  # 409s use the latter
+    except (TypeError, ValueError, AttributeError):
+        detail = ""
+    detail = detail.strip().splitlines()[0] if isinstance(detail, str) and detail.strip() else ""
+    return f"{exc.status} {exc.reason}" + (f": {detail}" if detail else "")
+
+
+def upload(client, package: Path, pipeline_name: str, version_name: str) -> tuple[str, str]:
+    """Upload ``package`` as a new version of ``pipeline_name`` (created if missing).
+
+    Returns:
+        (pipeline id, pipeline version id).
+    """
+    pipeline_id = client.get_pipeline_id(pipeline_name)
+    if pipeline_id is None:
+        pipeline_id = client.upload_pipeline(str(package), pipeline_name=pipeline_name).pipeline_id
+        versions = client.list_pipeline_versions(
+            pipeline_id, page_size=1, sort_by="created_at desc"
+        )
+        return pipeline_id, versions.pipeline_versions[0].pipeline_version_id
+    version = client.upload_pipeline_version(str(package), version_name, pipeline_id=pipeline_id)
+    return pipeline_id, version.pipeline_version_id
+
+
+def experiment_id(client, name: str, namespace: str | None) -> str:
+    """The id of the KFP experiment called ``name``, created if missing."""
+    return client.create_experiment(name, namespace=namespace or None).experiment_id
+
+
+def timestamp() -> str:
+    """A UTC timestamp for version and run names, e.g. 20260101-120000."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+
+
+def ui_url(host: str, path: str) -> str:
+    """A link into the KFP UI served at ``host``, e.g. ``#/runs/details/<id>``."""
+    return f"{host.rstrip('/')}/#/{path}"
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """``--host``, ``--token``, ``--namespace``: how to reach the KFP API."""
+    group = parser.add_argument_group("Kubeflow Pipelines server")
+    endpoint = os.environ.get("KF_PIPELINES_ENDPOINT")
+    group.add_argument(
+        "--host",
+        default=endpoint,
+        required=endpoint is None,
+        help="KFP API URL, e.g. http://localhost:8080 after `kubectl port-forward -n kubeflow "
+        "svc/ml-pipeline-ui 8080:80` (default: $KF_PIPELINES_ENDPOINT)",
+    )
+    group.add_argument("--token", help="bearer token, e.g. $(kubectl create token SA)")
+    group.add_argument("--namespace", help="the profile namespace (multi-user Kubeflow)")
