@@ -30,7 +30,6 @@ import numpy as np
 import torch
 
 from components.runtime.local_predictor import running_predictor
-from components.runtime.ports import free_port
 from serving.predictor import FashionMNISTModel, ServingConfig
 from trainer.data import CLASS_NAMES
 from trainer.model import ModelCard, build_model, normalize, save_model_dir
@@ -171,12 +170,11 @@ def measure(args: argparse.Namespace, server_flags: list[str], tmp: Path) -> dic
     bodies, path = request_bodies(args.protocol, args.images), PATHS[args.protocol]
     server_flags = [*server_flags, "--device", args.device]
     model_dir = Path(args.model_dir or untrained_model_dir(tmp / "model"))
-    port = free_port()
     with (
         open(tmp / "server.log", "w+") as log,
-        running_predictor(model_dir, log, port=port, flags=tuple(server_flags)) as server,
+        running_predictor(model_dir, log, flags=tuple(server_flags)) as server,
     ):
-        pid = server.process.pid
+        pid, port = server.process.pid, server.port
         load(port, path, bodies, 2, after_requests(100), pid)  # warm-up
         runs = {}
         for concurrency in args.concurrency:

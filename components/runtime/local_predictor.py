@@ -36,10 +36,15 @@ class PredictorError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunningPredictor:
-    """A predictor process and its base URL (``http://127.0.0.1:<port>``)."""
+    """A predictor process and the HTTP port it listens on."""
 
     process: subprocess.Popen
-    url: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        """Its base URL, ``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
 
 
 @contextmanager
@@ -75,7 +80,7 @@ def running_predictor(
                *flags]  # fmt: skip
     with tempfile.TemporaryFile("w+") if output is None else _kept(output) as log:
         server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        predictor = RunningPredictor(server, f"http://127.0.0.1:{port}")
+        predictor = RunningPredictor(server, port)
         try:
             _wait_until_ready(predictor, log, model_name, timeout_seconds)
             yield predictor
