@@ -28,9 +28,9 @@ from components.specs.pods import (
     cpu_threads,
     workspace_placement,
 )
+from components.specs.staging_pod import staging_pod
 from components.specs.sweep import Sweep
 from components.specs.training import training_job
-from pipelines.staging import staging_pod
 
 JOB = TrainingJob(trainer_image="trainer:1")  # the defaults: two nodes of 2 CPUs
 PATHS = WorkPaths.under("/kfp-workspace")

@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli.commands import sweep
 from components.specs.karmada import propagation_policy
 from components.specs.params import TrainingJob, is_mig_profile
 from components.specs.pods import GPU_TOLERATION, job_resources
-from pipelines.commands import sweep
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
