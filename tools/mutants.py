@@ -162,7 +162,7 @@ MUTANTS = [
     # The accuracy gate.
     Mutant(
         "gate-strictly-above",
-        "pipelines/publish.py",
+        "pipelines/evaluate_and_deploy.py",
         "with dsl.If(accuracy >= min_accuracy,",
         "with dsl.If(accuracy > min_accuracy,",
         ("tests/pipelines/test_gate.py::test_the_gate_deploys_a_model_that_reaches_min_accuracy",),
