@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from components.specs import katib
-from components.specs.kinds import PYTORCHJOB_KIND
+from components.specs.compat import JOB_NAME_LABELS
+from components.specs.kinds import JOB_KINDS, PYTORCHJOB_KIND
 from components.specs.params import TrainingJob
 from components.specs.pods import Placement, TrainerFlags
 from components.specs.pytorchjob import pytorchjob
@@ -94,6 +95,16 @@ def test_default_sweep_is_the_documented_experiment(validate_katib_experiment):
         ("epochs", "epochs"),
         ("trialName", "${trialSpec.Name}"),
     ]
+
+
+@pytest.mark.parametrize("kind", JOB_KINDS.values(), ids=list(JOB_KINDS))
+def test_the_launcher_follows_the_pod_katib_reads(kind):
+    """The pod whose log the train step streams is the trial's primary pod, for each kind."""
+    template = katib.trial_template(Sweep(), kind, {"spec": {}})
+    selector = dict(item.split("=") for item in kind.rank0_selector("job-1").split(","))
+    assert template["primaryPodLabels"].items() <= selector.items()
+    assert selector[JOB_NAME_LABELS[kind.resource.kind]] == "job-1"
+    assert len(selector) == len(template["primaryPodLabels"]) + 1
 
 
 def test_conditions_are_katibs_defaults_for_kubeflow_jobs():
