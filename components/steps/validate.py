@@ -6,7 +6,7 @@ its allowed range. On a cluster they also check that the cluster can run the set
 
 A KFP component's parameters must be written out in its source, so each signature lists
 its set's fields (tests/components/test_params.py checks they are the same, in order and
-type); the body hands them all to the set, so nothing else names them.
+type); the body hands them to the set (``from_parameters``), so nothing else names them.
 """
 
 # KFP reads the steps' annotations at run time and rejects PEP 604 unions (float | None).
@@ -48,11 +48,10 @@ def validate_training(
     The parameters are the fields of ``components.specs.params.TrainingJob``, with
     ``target`` ("cluster" or "local"). Returns the checked set.
     """
-    fields = dict(locals())  # the parameters, before anything else is defined
     from components.runtime.checks import check_training_on_cluster
     from components.specs.params import TrainingJob, check_target
 
-    job = TrainingJob(**{name: value for name, value in fields.items() if name != "target"})
+    job = TrainingJob.from_parameters(locals())
     if check_target(target) == "cluster":
         print(f"the cluster serves {check_training_on_cluster(job)}s; queue {job.queue}")
     return job.to_dict()
@@ -77,11 +76,10 @@ def validate_serving(
     The parameters are the fields of ``components.specs.params.Serving``, with ``target``.
     Returns the checked set.
     """
-    fields = dict(locals())  # the parameters, before anything else is defined
     from components.runtime.checks import check_serving_on_cluster
     from components.specs.params import Serving, check_target
 
-    serving = Serving(**{name: value for name, value in fields.items() if name != "target"})
+    serving = Serving.from_parameters(locals())
     if check_target(target) == "cluster":
         print(f"serving {serving.model_name} in namespace {check_serving_on_cluster(serving)}")
     return serving.to_dict()
@@ -111,8 +109,7 @@ def validate_sweep(
     The parameters are the fields of ``components.specs.sweep.Sweep``. Returns the
     checked set.
     """
-    fields = dict(locals())  # the parameters, before anything else is defined
     from components.specs.sweep import Sweep
 
-    sweep = Sweep(**fields)
+    sweep = Sweep.from_parameters(locals())
     return sweep.to_dict()
