@@ -12,16 +12,17 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from components.runtime.kube import KubeClient
-from components.runtime.launcher import Target, find_target, stage_dataset
+from components.runtime.launcher import Target, find_target
 from components.runtime.objects import create_or_adopt
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.waiting import condition_summary, true_conditions, wait_until
+from components.runtime.workspace import stage_dataset
 from components.specs import katib
 from components.specs.kinds import EXPERIMENT, TRIAL
 from components.specs.params import TrainingJob
 from components.specs.pods import Placement, TrainerFlags, WorkPaths
-from components.specs.sweep import Sweep, Trial, trial_table
-from components.specs.training import training_job
+from components.specs.sweep import Sweep, Trial, assignment, trial_table
+from components.specs.training_job import training_job
 
 POLL_SECONDS = 15.0
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
@@ -62,12 +63,6 @@ def build_experiment(
     return katib.experiment(name=name, namespace=namespace, sweep=sweep, template=template)
 
 
-def _assignment(pairs: list[dict]) -> dict[str, float | int]:
-    return {
-        p["name"]: int(p["value"]) if p["name"] == "epochs" else float(p["value"]) for p in pairs
-    }
-
-
 def _latest_metrics(observation: dict | None) -> dict[str, float]:
     metrics = {}
     for metric in (observation or {}).get("metrics", []):
@@ -84,7 +79,7 @@ def trial_from(obj: dict) -> Trial:
     status = next((state for state in TRIAL_STATES if state in true), "Pending")
     return Trial(
         name=obj["metadata"]["name"],
-        assignment=_assignment(obj.get("spec", {}).get("parameterAssignments", [])),
+        assignment=assignment(obj.get("spec", {}).get("parameterAssignments", [])),
         status=status,
         metrics=_latest_metrics(obj.get("status", {}).get("observation")),
         message=true.get(status, {}).get("message", ""),
@@ -97,8 +92,8 @@ def best_trial(experiment: dict) -> Trial | None:
     metrics = _latest_metrics(optimal.get("observation"))
     if not optimal.get("bestTrialName") or "accuracy" not in metrics:
         return None
-    assignment = _assignment(optimal.get("parameterAssignments", []))
-    return Trial(optimal["bestTrialName"], assignment, "Succeeded", metrics)
+    values = assignment(optimal.get("parameterAssignments", []))
+    return Trial(optimal["bestTrialName"], values, "Succeeded", metrics)
 
 
 class ExperimentWatch:

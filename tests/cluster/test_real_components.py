@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -59,10 +60,12 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 from components.images import Images
 from components.runtime.evaluation import evaluate_model_dir
 from components.specs import pods
+from components.specs.params import TrainingJob
 from pipelines.fashion_mnist import fashion_mnist
 from trainer.data import DEBIAN_DIR, pack
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts/fashion-mnist"  # KFP's default root
 OUTPUT_METADATA = "/tmp/kfp_outputs/output_metadata.json"  # launcher_v2.go's file
 ARTIFACTS = ".artifacts/minio"  # the workspace folder of minio:// artifacts
@@ -103,8 +106,20 @@ def local_folder(workspace, uri: str) -> Path:
     return workspace.path / ARTIFACTS / uri.removeprefix("minio://")
 
 
-def step_pod(spec: dict, task: str, run: str, inputs: dict, claim: str) -> dict:
-    """The pod of ``task``: the compiled container with its executor input, on the workspace."""
+def step_pod(
+    spec: dict,
+    task: str,
+    run: str,
+    inputs: dict,
+    claim: str,
+    pod_security: dict | None = None,
+    container_security: dict | None = None,
+) -> dict:
+    """The pod of ``task``: the compiled container with its executor input, on the workspace.
+
+    With no security contexts given, the pod has ours (components/specs/pods.py), which pass
+    Pod Security "restricted".
+    """
     container = spec["deploymentSpec"]["executors"][f"exec-{task}"]["container"]
     payload = json.dumps(inputs)
     volume = pods.WORKSPACE_VOLUME
@@ -112,7 +127,8 @@ def step_pod(spec: dict, task: str, run: str, inputs: dict, claim: str) -> dict:
         "metadata": {"name": f"{task}-{run}", "labels": {"fmnist.test/step": task}},
         "spec": {
             "restartPolicy": "Never",
-            "securityContext": pods.pod_security_context(),
+            "serviceAccountName": "pipeline-runner",
+            "securityContext": pod_security or pods.pod_security_context(),
             "volumes": [pods.pvc_volume(volume, claim)],
             "containers": [
                 {
@@ -121,7 +137,7 @@ def step_pod(spec: dict, task: str, run: str, inputs: dict, claim: str) -> dict:
                     "command": container["command"],
                     "args": [arg.replace("{{$}}", payload) for arg in container["args"]],
                     "resources": pods.resources("1", "2Gi"),
-                    "securityContext": pods.container_security_context(),
+                    "securityContext": container_security or pods.container_security_context(),
                     "volumeMounts": [
                         pods.volume_mount(volume, pods.WORKSPACE_MOUNT_PATH),
                         {"name": volume, "mountPath": "/minio", "subPath": ARTIFACTS},
@@ -137,8 +153,8 @@ def step_pod(spec: dict, task: str, run: str, inputs: dict, claim: str) -> dict:
     }
 
 
-def run_pod(core, namespace: str, body: dict) -> str:
-    """Create the pod, wait until it ends; returns its log; fails unless it succeeded."""
+def run_pod(core, namespace: str, body: dict, phase: str = "Succeeded") -> str:
+    """Create the pod, wait until it ends; returns its log; fails unless it ended in ``phase``."""
     name = body["metadata"]["name"]
     core.create_namespaced_pod(namespace, body)
     deadline = time.monotonic() + POD_SECONDS
@@ -148,7 +164,7 @@ def run_pod(core, namespace: str, body: dict) -> str:
             break
         time.sleep(2)
     log = pod_log(core, namespace, name)
-    assert pod.status.phase == "Succeeded", f"{describe_pods(core, namespace)}\n{log}"
+    assert pod.status.phase == phase, f"{describe_pods(core, namespace)}\n{log}"
     assert pod.spec.node_name == harness_node().NAME
     return log
 
@@ -249,3 +265,110 @@ def test_pack_and_evaluate_run_as_the_launcher_starts_them(
     report = local_folder(workspace, report_uri).read_text()
     assert f"Test accuracy **{expected.accuracy:.2%}**" in report
     assert (local_folder(workspace, report_uri).parent / "report_html").stat().st_size > 0
+
+
+def kit_pod_security() -> dict:
+    """The pod securityContext Argo gives every pipeline pod with k8s/pipelines applied.
+
+    Its ``workflowDefaults`` Workflow's ``spec.securityContext`` (argo-workflows v3.7.3
+    workflow/controller/workflowpod.go: a template without its own takes the Workflow's);
+    tests/k8s/test_pipelines_admin.py renders the component over Argo's config map.
+    """
+    patch = yaml.safe_load((REPO / "k8s" / "pipelines" / "workflow-defaults.yaml").read_text())
+    return yaml.safe_load(patch["data"]["workflowDefaults"])["spec"]["securityContext"]
+
+
+def train_step_pod(spec: dict, workspace, run: str, packed: Path, pod_security: dict | None):
+    """The train step's pod as KFP 2.15 makes it: no container securityContext of ours.
+
+    KFP 2.15 sets a pod securityContext only from PIPELINE_RUN_AS_USER and none on the
+    container (kubeflow/pipelines 2.15.0 backend/src/v2/compiler/argocompiler/argo.go,
+    container.go); the driver hands the step its workspace volume and mount as ``task_config``
+    (backend/src/v2/driver/container.go). The packed dataset is a workspace artifact of
+    pack-dataset's, copied to where pack-dataset's pod would have written it.
+    """
+    dataset_uri = f"{PIPELINE_ROOT}/{run}/pack-dataset/dataset"
+    shutil.copytree(packed, local_folder(workspace, dataset_uri))
+    job = TrainingJob(epochs=1, cpu="900m", memory="3Gi", timeout_seconds=POD_SECONDS)
+    arguments = {
+        "dataset": workspace_artifact(Dataset, dataset_uri, {"counts": {"train": TRAIN_LIMIT}}),
+        "job": job.to_dict(),
+        "target": "cluster",
+        "workspace_path": pods.WORKSPACE_MOUNT_PATH,
+        "run_id": run,
+        "task_config": {},
+    }
+    inputs = executor_input(spec, "train", run, arguments)
+    volume = pods.WORKSPACE_VOLUME
+    inputs["inputs"]["parameterValues"]["task_config"] = {
+        "volumes": [pods.pvc_volume(volume, workspace.pvc)],
+        "volumeMounts": [pods.volume_mount(volume, pods.WORKSPACE_MOUNT_PATH)],
+    }
+    body = step_pod(spec, "train", run, inputs, workspace.pvc, pod_security, {"privileged": False})
+    container = body["spec"]["containers"][0]
+    container["resources"] = pods.resources("200m", "1Gi")
+    # The workspace only: /minio and the executor's output file stay in the container, where
+    # the launcher uploads them from (the image makes /minio the user's).
+    container["volumeMounts"] = [pods.volume_mount(volume, pods.WORKSPACE_MOUNT_PATH)]
+    return body
+
+
+@pytest.fixture(scope="module")
+def packed_here(tmp_path_factory) -> Path:
+    """The 2,000 / 500 slice, packed on this machine."""
+    out = tmp_path_factory.mktemp("packed") / "dataset"
+    pack(out, train_limit=TRAIN_LIMIT, test_limit=TEST_LIMIT)
+    return out
+
+
+def test_without_an_fs_group_the_train_step_says_the_workspace_is_not_writable(
+    namespace, core, custom, pipeline_spec, packed_here
+):
+    """Defect 3 in KFP's own step pod: uid 10001 cannot write a fresh ``root:root 0755`` volume.
+
+    The step reaches the API from its pod (the kubernetes Service, harness/api_service.py),
+    finds the PyTorchJob API, then fails staging with one line that names the folder, its owner
+    and mode, and the fix; no job is created.
+    """
+    workspace = bind_workspace(core, namespace)
+    run = uuid.uuid4().hex[:8]
+    body = train_step_pod(pipeline_spec, workspace, run, packed_here, pod_security=None)
+    body["spec"]["securityContext"] = {}  # KFP's: none
+    log = run_pod(core, namespace, body, phase="Failed")
+    lines = [line for line in log.splitlines() if "WorkspaceNotWritable" in line]
+    assert len(lines) == 1, log
+    (line,) = lines
+    assert (
+        f"the workspace folder {pods.WORKSPACE_MOUNT_PATH} (owner 0:0, mode 0755) is not "
+        f"writable by this step's user {pods.IMAGE_USER}"
+    ) in line
+    assert "k8s/pipelines" in line
+    jobs = custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")[
+        "items"
+    ]
+    assert jobs == []
+
+
+def test_with_k8s_pipelines_the_train_step_runs_its_pytorchjob_from_a_real_pod(
+    namespace, core, pipeline_spec, packed_here
+):
+    """The compiled train step in its own pod, with the fsGroup k8s/pipelines gives it.
+
+    From the pod, as the pipeline's ServiceAccount: it stages the data on the workspace (the
+    kubelet made the volume group 10001), creates the PyTorchJob (Master + Worker, real pods),
+    streams rank 0's log into its own, and ends Succeeded once it copied the job's model into
+    its Model artifact (in the container, where the launcher uploads it from).
+    """
+    assert kit_pod_security()["fsGroup"] == pods.IMAGE_USER
+    workspace = bind_workspace(core, namespace)
+    run = uuid.uuid4().hex[:8]
+    body = train_step_pod(pipeline_spec, workspace, run, packed_here, kit_pod_security())
+    log = run_pod(core, namespace, body)
+    assert f"created PyTorchJob {namespace}/" in log
+    model = json.loads((workspace.path / "train" / "model" / "model.json").read_text())
+    accuracy = model["metrics"]["accuracy"]
+    assert accuracy > 0.5 and model["training"]["world_size"] == 2
+    assert f"{{metricName: accuracy, metricValue: {accuracy:.4f}}}" in log
+    staged = workspace.path / "train" / "data" / "manifest.json"
+    assert staged.stat().st_uid == pods.IMAGE_USER and staged.stat().st_gid == pods.IMAGE_USER
+    assert workspace.path.stat().st_gid == pods.IMAGE_USER  # the kubelet's fsGroup change

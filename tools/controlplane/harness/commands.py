@@ -11,7 +11,7 @@ import time
 
 import yaml
 
-from harness import control_plane, dns, images, node, volumes
+from harness import api_service, control_plane, dns, images, node, volumes
 from harness.api import Api
 from harness.build import build_all
 from harness.components import components
@@ -136,11 +136,11 @@ def _after_webhooks(api: Api, trainer: str, nodes: int) -> None:
 
 
 def _start_real_node(api: Api, pod_images: images.ImageSet) -> dict[str, int]:
-    """CoreDNS, the local volumes, then the real node (containerd, our images, kubelet)."""
-    pids = dns.start()
-    api.create_all([dns.service(), *volumes.local_volumes(LOCAL_VOLUMES)], "real-node")
+    """CoreDNS, the API's Service, the local volumes, then the real node (containerd, kubelet)."""
     kubeconfig = yaml.safe_load(KUBECONFIG.read_text())
     server = kubeconfig["clusters"][0]["cluster"]["server"]
+    pids = dns.start() | api_service.start(server)
+    api.create_all([dns.service(), *volumes.local_volumes(LOCAL_VOLUMES)], "real-node")
     ca_dir = control_plane.kwok_cluster_dir() / "pki"
     pids |= node.start(ca_dir, server, dns.DNS_IP, pod_images, images.SANDBOX_IMAGE)
     node.wait_ready(api)

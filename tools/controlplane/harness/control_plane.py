@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from harness import api_service
 from harness.dns import SERVICE_RANGE
 from harness.paths import BIN, CLUSTER, KUBECONFIG, KWOK_WORKDIR, LOGS, RUN
 from harness.processes import alive, log_tail, wait_for, wait_gone
@@ -58,6 +59,8 @@ def _kwokctl_config() -> dict:
             "kubeAuthorization": True,  # --authorization-mode=Node,RBAC
             "kubeAdmission": True,  # the apiserver's default admission plugins, webhooks included
             "enableCRDs": ["Logs", "ClusterLogs"],  # pod logs are kwok objects tests can create
+            # Pods reach the API at the kubernetes Service's ClusterIP (harness/api_service.py).
+            "kubeApiserverCertSANs": [api_service.CLUSTER_IP],
         },
         "componentsPatches": [
             # Throwaway data: etcd need not wait for the disk on every write.
