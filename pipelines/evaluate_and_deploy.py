@@ -30,9 +30,9 @@ class Outputs(NamedTuple):
 
 
 def evaluate_and_deploy_task(
-    tail, trained, dataset, serving, params: dict, target, training
+    tail, trained, dataset, serving, params: dict, target, workspace
 ) -> Outputs:
-    """Run the tail on the trained model, then release the run's storage; the outputs."""
+    """Run the tail on the trained model, then release the run's workspace; the outputs."""
     published = tail(
         model=trained.outputs["model"],
         dataset=dataset,
@@ -41,7 +41,7 @@ def evaluate_and_deploy_task(
         model_pvc=params["model_pvc"],
         target=target,
     )
-    training.release(published)
+    workspace.release(published)
     return Outputs(
         accuracy=published.outputs["accuracy"],
         model=trained.outputs["model"],

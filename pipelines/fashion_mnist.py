@@ -4,6 +4,7 @@ from kfp import dsl
 
 from components.specs.params import DataSlice, Serving, TrainingJob
 from components.steps.pack import pack_dataset
+from components.steps.train import train
 from components.steps.validate import validate_serving, validate_training
 from pipelines.evaluate_and_deploy import (
     Outputs,
@@ -12,7 +13,7 @@ from pipelines.evaluate_and_deploy import (
 )
 from pipelines.parameters import TARGET, composed_of, fields_of
 from pipelines.settings import CompileSettings
-from pipelines.training_tasks import TrainingTasks
+from pipelines.workspace_tasks import WorkspaceTasks
 
 
 def fashion_mnist_pipeline(settings: CompileSettings | None = None):
@@ -42,9 +43,9 @@ def fashion_mnist_pipeline(settings: CompileSettings | None = None):
         serving = settings.check(validate_serving(target=target, **fields_of(params, Serving)))
         packed = settings.step(pack_dataset(**fields_of(params, DataSlice)).after(job, serving))
         dataset = packed.outputs["dataset"]
-        training = TrainingTasks(settings)
-        trained = training.train_task(dataset, job.output, target)
-        return evaluate_and_deploy_task(tail, trained, dataset, serving, params, target, training)
+        workspace = WorkspaceTasks(settings)
+        trained = workspace.task(train, dataset=dataset, job=job.output, target=target)
+        return evaluate_and_deploy_task(tail, trained, dataset, serving, params, target, workspace)
 
     return fashion_mnist
 

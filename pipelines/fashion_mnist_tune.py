@@ -8,6 +8,8 @@ from kfp import dsl
 from components.specs.params import DataSlice, Serving, TrainingJob
 from components.specs.sweep import ALWAYS_SEARCHED, Sweep
 from components.steps.pack import pack_dataset
+from components.steps.train import train
+from components.steps.tune import tune
 from components.steps.validate import validate_serving, validate_sweep, validate_training
 from pipelines.evaluate_and_deploy import (
     Outputs,
@@ -16,7 +18,7 @@ from pipelines.evaluate_and_deploy import (
 )
 from pipelines.parameters import composed_of, fields_of
 from pipelines.settings import CompileSettings
-from pipelines.training_tasks import TrainingTasks
+from pipelines.workspace_tasks import WorkspaceTasks
 
 TARGET = "cluster"
 
@@ -52,10 +54,10 @@ def fashion_mnist_tune_pipeline(settings: CompileSettings | None = None):
             pack_dataset(**fields_of(params, DataSlice)).after(job, sweep, serving)
         )
         dataset = packed.outputs["dataset"]
-        training = TrainingTasks(settings)
-        tuned = training.tune_task(dataset, job.output, sweep.output)
-        trained = training.train_task(dataset, tuned.outputs["job"], TARGET)
-        return evaluate_and_deploy_task(tail, trained, dataset, serving, params, TARGET, training)
+        workspace = WorkspaceTasks(settings)
+        tuned = workspace.task(tune, dataset=dataset, job=job.output, sweep=sweep.output)
+        trained = workspace.task(train, dataset=dataset, job=tuned.outputs["job"], target=TARGET)
+        return evaluate_and_deploy_task(tail, trained, dataset, serving, params, TARGET, workspace)
 
     return fashion_mnist_tune
 
