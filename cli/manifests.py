@@ -11,10 +11,11 @@ import sys
 
 from components.specs.compat import DEFAULT_TRAINER_GENERATION, TRAINER_RELEASES
 from components.specs.params import Serving, TrainingJob
+from components.specs.pods import WORKSPACE_VOLUME
 from components.specs.sweep import Sweep
 
 RUN_ID = "RUN-ID"  # stands in for the pipeline run's id
-WORKSPACE_CLAIM = "RUN-NAME-kfp-workspace"  # the PVC KFP creates for a run's workspace
+WORKSPACE_CLAIM = f"RUN-NAME-{WORKSPACE_VOLUME}"  # the PVC KFP creates for a run's workspace
 
 
 def training_job_object(

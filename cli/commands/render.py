@@ -22,7 +22,7 @@ from cli.manifests import (
 from components.specs.compat import DEFAULT_TRAINER_RELEASE, TRAINER_RELEASES
 from components.specs.names import is_dns_label
 from components.specs.params import Serving, TrainingJob
-from components.specs.sweep import Sweep
+from components.specs.sweep import ALWAYS_SEARCHED, Sweep
 
 KARMADA_CLUSTER_MAX = 48  # Karmada's limit on a member cluster's name
 
@@ -103,7 +103,7 @@ def _experiment_flags(parser: argparse.ArgumentParser) -> None:
     _namespace_flag(parser)
     _trainer_flag(parser)
     add_set_flags(parser, Sweep, "search space and budget")
-    add_set_flags(parser, TrainingJob, "training job of every trial", exclude=("epochs", "lr"))
+    add_set_flags(parser, TrainingJob, "training job of every trial", exclude=ALWAYS_SEARCHED)
 
 
 def karmada_object(args: argparse.Namespace) -> dict:
