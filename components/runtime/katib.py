@@ -15,8 +15,8 @@ from components.runtime.kube import KubeClient
 from components.runtime.launcher import Target, find_target
 from components.runtime.objects import create_or_adopt
 from components.runtime.signals import terminate_on_sigterm
+from components.runtime.volumes import stage_dataset
 from components.runtime.waiting import condition_summary, true_conditions, wait_until
-from components.runtime.workspace import stage_dataset
 from components.specs import katib
 from components.specs.kinds import EXPERIMENT, TRIAL
 from components.specs.params import TrainingJob

@@ -19,12 +19,12 @@ rejects any value that differs from ``status.deploymentMode`` (kserve
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from components.runtime.discovery import kserve_uses_legacy_names
 from components.runtime.kube import KubeClient, apply, current_namespace
 from components.runtime.signals import terminate_on_sigterm
+from components.runtime.volumes import copy_to_volume
 from components.runtime.waiting import condition_summary, follow, true_conditions
 from components.specs.compat import canonical_deployment_mode, deployment_mode_name
 from components.specs.inferenceservice import PREDICTOR_CONTAINER, inference_service, storage_uri
@@ -57,7 +57,7 @@ class DeployFailed(RuntimeError):
 def publish_model(model_dir: str, store_root: str, model_name: str, run_id: str) -> str:
     """Copy the model to ``<store_root>/<model_name>/<run_id>``; return that path relative."""
     relative = f"{model_name}/{run_id}"
-    shutil.copytree(model_dir, Path(store_root) / relative, dirs_exist_ok=True)
+    copy_to_volume(model_dir, Path(store_root) / relative, "model volume")
     return relative
 
 

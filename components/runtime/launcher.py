@@ -35,8 +35,8 @@ from components.runtime.kube import KubeClient, current_namespace
 from components.runtime.logs import LogFollower
 from components.runtime.objects import create_or_adopt, run_object_name
 from components.runtime.signals import terminate_on_sigterm
+from components.runtime.volumes import stage_dataset
 from components.runtime.waiting import condition_summary, follow, true_conditions
-from components.runtime.workspace import stage_dataset
 from components.specs.compat import DEFAULT_TRAINER_GENERATION
 from components.specs.kinds import JOB_KINDS, WORKLOAD, JobKind
 from components.specs.params import TrainingJob

@@ -335,7 +335,7 @@ def test_without_an_fs_group_the_train_step_says_the_workspace_is_not_writable(
     body = train_step_pod(pipeline_spec, workspace, run, packed_here, pod_security=None)
     body["spec"]["securityContext"] = {}  # KFP's: none
     log = run_pod(core, namespace, body, phase="Failed")
-    lines = [line for line in log.splitlines() if "WorkspaceNotWritable" in line]
+    lines = [line for line in log.splitlines() if "VolumeNotWritable" in line]
     assert len(lines) == 1, log
     (line,) = lines
     assert (

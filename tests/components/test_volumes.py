@@ -1,4 +1,4 @@
-"""Staging into the run's workspace: a folder the step cannot write is a one-line error.
+"""Writing the shared volumes: a folder the step cannot write is a one-line error.
 
 These tests run as root on CI, which no folder mode stops, so the refusal itself is raised by
 a stand-in for ``shutil.copytree``; the real refusal (uid 10001 on a fresh ``root:root 0755``
@@ -11,8 +11,9 @@ import os
 
 import pytest
 
-from components.runtime import workspace
-from components.runtime.workspace import WorkspaceNotWritable, stage_dataset
+from components.runtime import volumes
+from components.runtime.kserve import publish_model
+from components.runtime.volumes import VolumeNotWritable, stage_dataset
 from components.specs.pods import WorkPaths
 
 
@@ -35,13 +36,26 @@ def test_a_refused_write_names_the_folder_its_owner_mode_and_the_fix(tmp_path, m
     def refuse(source, target, **kwargs):
         raise PermissionError(13, "Permission denied", str(target.parent))
 
-    monkeypatch.setattr(workspace.shutil, "copytree", refuse)
-    with pytest.raises(WorkspaceNotWritable) as raised:
+    monkeypatch.setattr(volumes.shutil, "copytree", refuse)
+    with pytest.raises(VolumeNotWritable) as raised:
         stage_dataset(str(tmp_path), paths)
     message = str(raised.value)
     assert "\n" not in message
     info = root.stat()  # train/ does not exist: the nearest existing folder is the root
     assert f"the workspace folder {root} (owner {info.st_uid}:{info.st_gid}, mode 0755)" in message
     assert f"this step's user {os.getuid()}" in message
-    assert "k8s/pipelines" in message and "docs/operations.md#the-workspace-volume" in message
+    assert "k8s/pipelines" in message
+    assert "docs/operations.md#who-may-write-a-fresh-volume" in message
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_publishing_to_a_refused_model_volume_says_so(tmp_path, monkeypatch):
+    store = tmp_path / "models"
+    store.mkdir()
+
+    def refuse(source, target, **kwargs):
+        raise PermissionError(13, "Permission denied", str(target.parent))
+
+    monkeypatch.setattr(volumes.shutil, "copytree", refuse)
+    with pytest.raises(VolumeNotWritable, match=f"the model volume folder {store} "):
+        publish_model(str(tmp_path), str(store), "fmnist", "run-1")
