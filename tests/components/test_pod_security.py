@@ -30,7 +30,7 @@ from components.specs.pods import (
 )
 from components.specs.staging_pod import staging_pod
 from components.specs.sweep import Sweep
-from components.specs.training import training_job
+from components.specs.training_job import training_job
 
 JOB = TrainingJob(trainer_image="trainer:1")  # the defaults: two nodes of 2 CPUs
 PATHS = WorkPaths.under("/kfp-workspace")
