@@ -14,9 +14,9 @@ from __future__ import annotations
 # Two generations of the TrainJob spec carry our pod settings: v2.1.0 has
 # spec.podTemplateOverrides, v2.2.0 replaced it with spec.runtimePatches, which v2.3.0 keeps
 # (kubeflow/trainer pkg/apis/trainer/v1alpha1/trainjob_types.go at v2.1.0 and v2.3.0).
-TRAINER_GENERATIONS = ("v2.1", "v2.2")
 # The field of the served TrainJob schema that marks each generation, newest first.
 TRAINER_GENERATION_FIELDS = {"v2.2": "runtimePatches", "v2.1": "podTemplateOverrides"}
+TRAINER_GENERATIONS = tuple(sorted(TRAINER_GENERATION_FIELDS))  # ("v2.1", "v2.2")
 # A Trainer release (what a user names) -> the generation of its TrainJob spec.
 TRAINER_RELEASES = {"v2.1": "v2.1", "v2.2": "v2.2", "v2.3": "v2.2"}
 # The newest release: what `render` and `sweep --render` write for when not told otherwise.

@@ -69,4 +69,4 @@ def test_the_cluster_tier_builds_the_default_trainer_release():
 
 def test_every_trainer_release_maps_to_a_generation_the_builders_know():
     assert set(compat.TRAINER_RELEASES.values()) == set(compat.TRAINER_GENERATIONS)
-    assert set(compat.TRAINER_GENERATION_FIELDS) == set(compat.TRAINER_GENERATIONS)
+    assert compat.TRAINER_RELEASES[compat.DEFAULT_TRAINER_RELEASE] == compat.TRAINER_GENERATIONS[-1]
