@@ -194,7 +194,7 @@ MUTANTS = [
     ),
     Mutant(
         "objective-minimized",
-        "components/specs/katib.py",
+        "components/specs/katib_experiment.py",
         '"type": "maximize",',
         '"type": "minimize",',
         (

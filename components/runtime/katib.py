@@ -17,7 +17,7 @@ from components.runtime.objects import create_or_adopt
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.volumes import stage_dataset
 from components.runtime.waiting import condition_summary, true_conditions, wait_until
-from components.specs import katib
+from components.specs import katib_experiment
 from components.specs.kinds import EXPERIMENT, TRIAL
 from components.specs.params import TrainingJob
 from components.specs.pods import Placement, TrainerFlags, WorkPaths
@@ -49,7 +49,9 @@ def build_experiment(
     checkpoints under ``<workspace>/katib/<experiment>/<trial>``.
     """
     paths = WorkPaths.under(workspace)
-    flags = katib.trial_flags(TrainerFlags.for_job(job, paths), sweep, f"{workspace}/katib/{name}")
+    flags = katib_experiment.trial_flags(
+        TrainerFlags.for_job(job, paths), sweep, f"{workspace}/katib/{name}"
+    )
     trial_job = training_job(
         target.api,
         name=None,
@@ -59,8 +61,10 @@ def build_experiment(
         placement=placement,
         generation=target.generation,
     )
-    template = katib.trial_template(sweep, target.kind, trial_job)
-    return katib.experiment(name=name, namespace=namespace, sweep=sweep, template=template)
+    template = katib_experiment.trial_template(sweep, target.kind, trial_job)
+    return katib_experiment.experiment(
+        name=name, namespace=namespace, sweep=sweep, template=template
+    )
 
 
 def _latest_metrics(observation: dict | None) -> dict[str, float]:

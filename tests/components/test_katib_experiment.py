@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from components.specs import katib
+from components.specs import katib_experiment
 from components.specs.compat import JOB_NAME_LABELS
 from components.specs.kinds import JOB_KINDS, PYTORCHJOB_KIND
 from components.specs.params import TrainingJob
@@ -36,12 +36,12 @@ def seeded(algorithm: str, seed: int) -> dict:
     }
 
 
-KATIB_SUCCESS_CONDITION = katib.TRIAL_SETTINGS["PyTorchJob"]["successCondition"]
-KATIB_FAILURE_CONDITION = katib.TRIAL_SETTINGS["PyTorchJob"]["failureCondition"]
+KATIB_SUCCESS_CONDITION = katib_experiment.TRIAL_SETTINGS["PyTorchJob"]["successCondition"]
+KATIB_FAILURE_CONDITION = katib_experiment.TRIAL_SETTINGS["PyTorchJob"]["failureCondition"]
 
 
 def build(sweep: Sweep, workers: int = 2) -> dict:
-    args = katib.trial_flags(FLAGS, sweep, ROOT).args()
+    args = katib_experiment.trial_flags(FLAGS, sweep, ROOT).args()
     job = pytorchjob(
         name=None,
         namespace=None,
@@ -49,8 +49,10 @@ def build(sweep: Sweep, workers: int = 2) -> dict:
         args=args,
         placement=Placement(),
     )
-    template = katib.trial_template(sweep, PYTORCHJOB_KIND, job)
-    return katib.experiment(name="tune-1", namespace="team", sweep=sweep, template=template)
+    template = katib_experiment.trial_template(sweep, PYTORCHJOB_KIND, job)
+    return katib_experiment.experiment(
+        name="tune-1", namespace="team", sweep=sweep, template=template
+    )
 
 
 def test_default_sweep_is_the_documented_experiment(validate_katib_experiment):
@@ -100,7 +102,7 @@ def test_default_sweep_is_the_documented_experiment(validate_katib_experiment):
 @pytest.mark.parametrize("kind", JOB_KINDS.values(), ids=list(JOB_KINDS))
 def test_the_launcher_follows_the_pod_katib_reads(kind):
     """The pod whose log the train step streams is the trial's primary pod, for each kind."""
-    template = katib.trial_template(Sweep(), kind, {"spec": {}})
+    template = katib_experiment.trial_template(Sweep(), kind, {"spec": {}})
     selector = dict(item.split("=") for item in kind.rank0_selector("job-1").split(","))
     assert template["primaryPodLabels"].items() <= selector.items()
     assert selector[JOB_NAME_LABELS[kind.resource.kind]] == "job-1"
@@ -209,7 +211,7 @@ def test_trial_job_with_a_name_is_refused():
         name="fixed", namespace=None, job=TrainingJob(), args=[], placement=Placement()
     )
     with pytest.raises(ValueError, match="metadata.name"):
-        katib.trial_template(Sweep(), PYTORCHJOB_KIND, job)
+        katib_experiment.trial_template(Sweep(), PYTORCHJOB_KIND, job)
 
 
 def test_schema_catches_what_the_crd_would_not(validate_katib_experiment):

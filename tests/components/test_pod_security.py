@@ -17,7 +17,7 @@ from upstream_pods import (
 )
 
 from components.images import default_image
-from components.specs import katib
+from components.specs import katib_experiment
 from components.specs.inferenceservice import inference_service
 from components.specs.kinds import JOB_KINDS
 from components.specs.params import DataSlice, ParamError, Serving, TrainingJob
@@ -93,7 +93,7 @@ def test_a_katib_trials_primary_pod_starts_in_a_baseline_namespace(api):
     (pkg/webhook/v1beta1/pod/inject_webhook.go, getMetricsCollectorContainer); a pod-level
     runAsNonRoot made the kubelet refuse it and every trial ran to its deadline."""
     job = build(api)
-    template = katib.trial_template(Sweep(), JOB_KINDS[api], strip_identity(job))
+    template = katib_experiment.trial_template(Sweep(), JOB_KINDS[api], strip_identity(job))
     trial = template["trialSpec"]
     pod = replica_pod(trial, "Master") if api == "pytorchjob" else trainjob_pod(trial)
     primary = katib_primary_pod(pod, template["primaryContainerName"])
@@ -113,7 +113,7 @@ def strip_identity(job: dict) -> dict:
 def test_with_katibs_inject_security_context_the_trial_pod_is_restricted():
     """What k8s/katib sets (init.controller.injectSecurityContext, katib v0.19.0
     pkg/apis/config/v1beta1/types.go): the collector gets our container's context."""
-    template = katib.trial_template(
+    template = katib_experiment.trial_template(
         Sweep(), JOB_KINDS["pytorchjob"], strip_identity(build("pytorchjob"))
     )
     pod = replica_pod(template["trialSpec"], "Master")
@@ -176,7 +176,9 @@ def test_cpu_training_pods_bound_torchs_threads_by_their_cpu_limit(changes, thre
     job = TrainingJob(**changes)
     assert cpu_threads(job) == threads
     pytorchjob, trainjob = build("pytorchjob", job), build("trainjob", job)
-    trial = katib.trial_template(Sweep(), JOB_KINDS["pytorchjob"], strip_identity(pytorchjob))
+    trial = katib_experiment.trial_template(
+        Sweep(), JOB_KINDS["pytorchjob"], strip_identity(pytorchjob)
+    )
     containers = [
         replica_pod(pytorchjob, "Master")["containers"][0],
         trainjob["spec"]["trainer"],

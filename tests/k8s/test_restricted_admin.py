@@ -26,7 +26,7 @@ from upstream_pods import (
     worker_pod,
 )
 
-from components.specs import katib
+from components.specs import katib_experiment
 from components.specs.kinds import PYTORCHJOB_KIND
 from components.specs.params import TrainingJob
 from components.specs.pods import TrainerFlags, WorkPaths, workspace_placement
@@ -161,7 +161,7 @@ def test_the_shipped_katib_config_makes_the_collector_restricted(render_kustomiz
     )
     collectors = {item["kind"]: item["image"] for item in config["runtime"]["metricsCollectors"]}
     assert collectors["StdOut"] == KATIB_COLLECTOR_IMAGE
-    template = katib.trial_template(Sweep(), PYTORCHJOB_KIND, trial_job())
+    template = katib_experiment.trial_template(Sweep(), PYTORCHJOB_KIND, trial_job())
     master = template["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     primary = katib_primary_pod(master, "pytorch", controller["injectSecurityContext"])
     assert violations(primary) == []
