@@ -18,6 +18,17 @@ from components.specs.names import LABEL_MAX, is_dns1035_label, is_dns_label, is
 from components.specs.params import ParamError
 
 
+def command_with_examples(subparsers, name: str, summary: str, description: str, examples: str):
+    """A subcommand's parser whose description and examples keep their line breaks."""
+    return subparsers.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def flag(name: str) -> str:
     """``--name-with-dashes`` for a parameter name."""
     return "--" + name.replace("_", "-")

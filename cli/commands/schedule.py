@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from cli.errors import UsageError
+from cli.flags import command_with_examples
 from cli.server import add_server_flags, check_host, connect, quiet, ui_url
 from cli.upload import add_pipeline_flags, dry_run, require_text, upload_from_args
 from components.specs.table import text_table
 
+SUMMARY = "create, list, disable or delete recurring runs on Kubeflow"
 DESCRIPTION = """\
 Schedule a pipeline: upload it as a new version (like fmnist submit) and create a
 recurring run on a cron schedule (KFP's 6 fields, seconds first) or a fixed interval,
@@ -172,13 +174,7 @@ def trigger_from_args(args: argparse.Namespace) -> Trigger:
 
 def register(subparsers) -> None:
     """Add ``fmnist schedule``."""
-    parser = subparsers.add_parser(
-        "schedule",
-        help="create, list, disable or delete recurring runs on Kubeflow",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_with_examples(subparsers, "schedule", SUMMARY, DESCRIPTION, EPILOG)
     add_server_flags(parser)
     manage = parser.add_argument_group("manage").add_mutually_exclusive_group()
     manage.add_argument("--list", action="store_true", help="list recurring runs and exit")

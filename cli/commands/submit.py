@@ -5,12 +5,14 @@ import math
 import time
 
 from cli.errors import UsageError
+from cli.flags import command_with_examples
 from cli.server import add_server_flags, quiet, timestamp, ui_url
 from cli.upload import add_pipeline_flags, dry_run, require_text, upload_from_args
 
 WAIT_CHUNK_SECONDS = 5  # one round of the client's wait call (its own poll interval)
 ENDED = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")  # a run's final states (v2beta1)
 
+SUMMARY = "upload a pipeline version and start a run on Kubeflow"
 DESCRIPTION = """\
 Compile a pipeline in the variant the server runs (or take --package), upload it to
 Kubeflow Pipelines as a new version of its pipeline (created on first upload), start a
@@ -32,13 +34,7 @@ examples:
 
 def register(subparsers) -> None:
     """Add ``fmnist submit``."""
-    parser = subparsers.add_parser(
-        "submit",
-        help="upload a pipeline version and start a run on Kubeflow",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_with_examples(subparsers, "submit", SUMMARY, DESCRIPTION, EPILOG)
     add_server_flags(parser)
     add_pipeline_flags(parser)
     parser.add_argument("--run-name", help="the run's name (default: NAME <UTC timestamp>)")

@@ -20,13 +20,16 @@ from cli.flags import (
     check_namespace_name,
     check_object_name,
     check_pvc_name,
+    command_with_examples,
     set_from_args,
 )
 from cli.manifests import dump_yaml, experiment_for, rendered_experiment
 from components.specs.compat import DEFAULT_TRAINER_RELEASE, TRAINER_RELEASES
 from components.specs.params import DataSlice, TrainingJob
-from components.specs.sweep import Sweep
+from components.specs.pods import OWN_WORKSPACE
+from components.specs.sweep import ALWAYS_SEARCHED, Sweep
 
+SUMMARY = "tune lr and epochs with Katib (--render/--apply) or here (--local)"
 DESCRIPTION = """\
 Search learning rate and epochs (and momentum). --render prints the Katib Experiment,
 --apply stages the data, creates the Experiment and follows its trials, --local runs the
@@ -45,18 +48,11 @@ examples:
   fmnist sweep --apply --namespace team-a --workspace-pvc fmnist-workspace \\
       --gpus-per-worker 1 --nproc-per-node 1 --seed 7
 """
-SEARCHED = ("epochs", "lr")  # the sweep's own ranges replace these training job fields
 
 
 def register(subparsers) -> None:
     """Add ``fmnist sweep``."""
-    parser = subparsers.add_parser(
-        "sweep",
-        help="tune lr and epochs with Katib (--render/--apply) or here (--local)",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_with_examples(subparsers, "sweep", SUMMARY, DESCRIPTION, EPILOG)
     mode = parser.add_mutually_exclusive_group(required=True)
     for name, text in (
         ("render", "print the Experiment as YAML"),
@@ -89,7 +85,7 @@ def register(subparsers) -> None:
     )
     add_cpu_fallback_flag(local)
     add_set_flags(parser, Sweep, "search space and budget")
-    add_set_flags(parser, TrainingJob, "training job of every trial", exclude=SEARCHED)
+    add_set_flags(parser, TrainingJob, "training job of every trial", exclude=ALWAYS_SEARCHED)
     add_set_flags(parser, DataSlice, "data (--local, and what --apply stages)")
     parser.set_defaults(handler=sweep_command)
 
@@ -102,7 +98,7 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--workspace-pvc",
-        default="fmnist-workspace",
+        default=OWN_WORKSPACE,
         help="PVC the data is staged on (train/data); trials write katib/NAME/ (k8s/storage)",
     )
     group.add_argument(

@@ -47,7 +47,7 @@ BAD_INPUTS = [
     ([*SUBMIT, "--param", "epochs"], "--param takes NAME=VALUE"),
     (
         [*SUBMIT, "--pipeline", "fashion-mnist-tune", "--param", "lr_min=0.1"],
-        "--param lr_min / --param lr_max must be 0 < lr_min <= lr_max",
+        "--param lr_min / --param lr_max must be lr_min <= lr_max",
     ),
     (
         [*SUBMIT, "--pipeline", "fashion-mnist-tune", "--param", "algorithm=grid"],
@@ -72,7 +72,7 @@ BAD_INPUTS = [
     ([*SCHEDULE, "--param", "epochs=-3"], "--param epochs must be an integer >= 1, got -3"),
     (
         [*SCHEDULE, "--pipeline", "fashion-mnist-tune", "--param", "lr_min=1"],
-        "--param lr_min / --param lr_max must be 0 < lr_min <= lr_max",
+        "--param lr_min / --param lr_max must be lr_min <= lr_max",
     ),
     (
         ["fmnist", "schedule", *KFP, "--dry-run", "--cron", "*/0 * * * * *"],
@@ -132,7 +132,7 @@ BAD_INPUTS = [
     ),
     (
         ["fmnist", "render", "experiment", "--lr-min", "0.1", "--lr-max", "0.01"],
-        "--lr-min / --lr-max must be 0 < lr_min <= lr_max",
+        "--lr-min / --lr-max must be lr_min <= lr_max",
     ),
     (
         [
