@@ -206,6 +206,12 @@ BAD_INPUTS = [
     (["fmnist", "sweep", "--local", "--lr-max", "inf"], "--lr-min / --lr-max must be"),
     (["fmnist", "sweep", "--render", "--resume"], "--resume is for --local only"),
     (["fmnist", "sweep", "--apply", "--cpu-fallback"], "--cpu-fallback is for --local only"),
+    # --- python -m cli: the command as a module (once a traceback: its UsageError was loaded
+    # twice, as __main__'s and as the commands imported it) --------------------------------
+    (
+        ["python", "-m", "cli", "render", "experiment", "--lr-min", "0.1", "--lr-max", "0.01"],
+        "fmnist render: error: --lr-min / --lr-max must be lr_min <= lr_max",
+    ),
     # --- python -m trainer: the trainer/sweep engineer's rows ---------------------------------
     (["python", "-m", "trainer", "--lr", "inf"], "--lr must be a finite number > 0"),
     (["python", "-m", "trainer", "--lr", "nan"], "--lr must be a finite number > 0"),
