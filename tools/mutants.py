@@ -329,7 +329,7 @@ def test_env(root: Path) -> dict[str, str]:
 
 def check_imports(root: Path) -> None:
     """Fail unless the scratch copy's packages are the ones imported there."""
-    packages = "trainer, components, serving, pipelines"
+    packages = "trainer, components, serving, pipelines, cli"
     script = f"import {packages}; print(*(m.__file__ for m in ({packages})))"
     found = subprocess.run(
         [sys.executable, "-c", script],
