@@ -452,7 +452,7 @@ def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom):
       task's inputs: our class, size, access mode. deletepvc waits for createpvc and the
       evaluate-and-deploy tail to succeed.
     - The train task mounts the PVC named by createpvc's output and tolerates the GPU taint
-      (its ``kubernetes-comp-train-on-pvc`` config, applied by the driver).
+      (its ``kubernetes-comp-train`` config, applied by the driver).
 
     kwok plays the driver pods, so the PVC itself is never made here.
     """
@@ -494,9 +494,9 @@ def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom):
         "producerTask": "createpvc",
     }
 
-    train = json.loads(arguments["kubernetes-comp-train-on-pvc"])
+    train = json.loads(arguments["kubernetes-comp-train"])
     assert train["tolerations"] == [GPU_TOLERATION]
     (mount,) = train["pvcMount"]
-    assert mount["mountPath"] == "/fmnist-workspace"  # pipelines/training.py PVC_MOUNT
+    assert mount["mountPath"] == "/fmnist-workspace"  # pods.OWN_WORKSPACE_MOUNT_PATH
     assert mount["pvcNameParameter"]["taskOutputParameter"]["producerTask"] == "createpvc"
-    assert "createpvc.Succeeded" in tasks["train-on-pvc-driver"]["depends"]
+    assert "createpvc.Succeeded" in tasks["train-driver"]["depends"]
