@@ -369,12 +369,12 @@ def test_bad_input_gets_one_clear_line(kfp_host, kfp_client, cluster_state):
       a Go stack trace, backend/src/common/util/error.go); `fmnist submit` shows the first
       line.
     - A parameter of the wrong type and an unknown one: `fmnist` refuses them before upload
-      (pipelines/remote.py parse_params), and so would the server
+      (cli/package_inputs.py parse_params), and so would the server
       (v2_template.go validatePipelineJobInputs: "requires type double or integer",
       "parameter(s) provided are not required by pipeline"). The server takes 1.5 for an
       integer parameter (it checks only "number"); `fmnist` does not.
     - An unreachable host, and a server that is not KFP (a controller's health port):
-      pipelines/remote.py check_host.
+      cli/server.py check_host.
     """
     base = ["submit", "--host", kfp_host, "--workspace-storage-class", STORAGE_CLASS]
     line = one_line_error(*fmnist(*base, "--param", "batch_size=many"))
@@ -443,7 +443,7 @@ def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom):
 
     Paths in kubeflow/pipelines at tag 2.5.0:
 
-    - backend/src/apiserver/main.go: healthz reports TAG_NAME, from which pipelines/backends.py
+    - backend/src/apiserver/main.go: healthz reports TAG_NAME, from which cli/backends.py
       picks the ``pvc`` variant (no run workspace before 2.15).
     - backend/src/v2/compiler/argocompiler/argo.go (dummyImages) and container.go: the
       kfp-kubernetes CreatePVC/DeletePVC tasks (images ``argostub/createpvc``,
