@@ -62,48 +62,53 @@ def _kwokctl_config() -> dict:
             # Pods reach the API at the kubernetes Service's ClusterIP (harness/api_service.py).
             "kubeApiserverCertSANs": [api_service.CLUSTER_IP],
         },
-        "componentsPatches": [
-            # Throwaway data: etcd need not wait for the disk on every write.
-            {"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]},
-            # One instance each: without leader election they ride out a kube-apiserver
-            # restart (with it they exit once they cannot renew the lease, and nothing
-            # restarts them).
-            {"name": "kube-scheduler", "extraArgs": [{"key": "leader-elect", "value": "false"}]},
-            # The real node's pods (harness/node.py): a Service range holding CoreDNS's
-            # address, and the admission plugins that pin a namespace's pods to the node.
-            {
-                "name": "kube-apiserver",
-                "extraArgs": [
-                    {"key": "service-cluster-ip-range", "value": SERVICE_RANGE},
-                    {
-                        "key": "enable-admission-plugins",
-                        "value": "PodNodeSelector,PodTolerationRestriction",
-                    },
-                    # Logs and exec reach the real kubelet at its address, as admin (kwok's
-                    # nodes have only a Hostname: localhost, where kwok serves them).
-                    {"key": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"},
-                    {"key": "kubelet-client-certificate", "value": str(pki / "admin.crt")},
-                    {"key": "kubelet-client-key", "value": str(pki / "admin.key")},
-                ],
-            },
-            # kwok plays its own nodes only (kwokctl's binary runtime passes
-            # --manage-all-nodes=true; the last flag wins), never the real node's pods.
-            {
-                "name": "kwok-controller",
-                "extraArgs": [
-                    {"key": "manage-all-nodes", "value": "false"},
-                    {
-                        "key": "manage-nodes-with-annotation-selector",
-                        "value": "kwok.x-k8s.io/node=fake",
-                    },
-                ],
-            },
-            {
-                "name": "kube-controller-manager",
-                "extraArgs": [{"key": "leader-elect", "value": "false"}],
-            },
-        ],
+        "componentsPatches": _component_patches(pki),
     }
+
+
+def _component_patches(pki: Path) -> list[dict]:
+    """The flags kwokctl's components get beyond its own."""
+    return [
+        # Throwaway data: etcd need not wait for the disk on every write.
+        {"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]},
+        # One instance each: without leader election they ride out a kube-apiserver
+        # restart (with it they exit once they cannot renew the lease, and nothing
+        # restarts them).
+        {"name": "kube-scheduler", "extraArgs": [{"key": "leader-elect", "value": "false"}]},
+        # The real node's pods (harness/node.py): a Service range holding CoreDNS's
+        # address, and the admission plugins that pin a namespace's pods to the node.
+        {
+            "name": "kube-apiserver",
+            "extraArgs": [
+                {"key": "service-cluster-ip-range", "value": SERVICE_RANGE},
+                {
+                    "key": "enable-admission-plugins",
+                    "value": "PodNodeSelector,PodTolerationRestriction",
+                },
+                # Logs and exec reach the real kubelet at its address, as admin (kwok's
+                # nodes have only a Hostname: localhost, where kwok serves them).
+                {"key": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"},
+                {"key": "kubelet-client-certificate", "value": str(pki / "admin.crt")},
+                {"key": "kubelet-client-key", "value": str(pki / "admin.key")},
+            ],
+        },
+        # kwok plays its own nodes only (kwokctl's binary runtime passes
+        # --manage-all-nodes=true; the last flag wins), never the real node's pods.
+        {
+            "name": "kwok-controller",
+            "extraArgs": [
+                {"key": "manage-all-nodes", "value": "false"},
+                {
+                    "key": "manage-nodes-with-annotation-selector",
+                    "value": "kwok.x-k8s.io/node=fake",
+                },
+            ],
+        },
+        {
+            "name": "kube-controller-manager",
+            "extraArgs": [{"key": "leader-elect", "value": "false"}],
+        },
+    ]
 
 
 def start_control_plane(stage_files: list[Path]) -> None:

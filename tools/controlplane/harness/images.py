@@ -77,10 +77,16 @@ class Image:
     pypi: bool = False  # its build downloads from PyPI (and needs the host's CA bundle)
 
 
+PYPI_BASE = (("BASE", PYTHON), ("TORCH_INDEX", PYPI))
+
+
 def images() -> list[Image]:
     """Every image of the tier, each after its bases."""
-    ours = Images.resolve()
-    pypi_base = (("BASE", PYTHON), ("TORCH_INDEX", PYPI))
+    return base_images() + our_images() + standin_images()
+
+
+def base_images() -> list[Image]:
+    """The bases made here: Debian, Python on it, and torch from PyPI on that."""
     return [
         Image(DEBIAN, None, lambda: STANDINS),
         Image(
@@ -94,10 +100,17 @@ def images() -> list[Image]:
             PYTORCH,
             STANDINS / "pytorch.Containerfile",
             lambda: STANDINS,
-            pypi_base,
+            PYPI_BASE,
             (PYTHON,),
             pypi=True,
         ),
+    ]
+
+
+def our_images() -> list[Image]:
+    """The project's three images, from images/*.Dockerfile on the bases made here."""
+    ours = Images.resolve()
+    return [
         Image(
             ours.trainer,
             REPO / "images" / "trainer.Dockerfile",
@@ -109,7 +122,7 @@ def images() -> list[Image]:
             ours.components,
             REPO / "images" / "components.Dockerfile",
             lambda: REPO,
-            pypi_base,
+            PYPI_BASE,
             (PYTHON,),
             pypi=True,
         ),
@@ -117,10 +130,16 @@ def images() -> list[Image]:
             ours.serving,
             REPO / "images" / "serving.Dockerfile",
             lambda: REPO,
-            pypi_base,
+            PYPI_BASE,
             (PYTHON,),
             pypi=True,
         ),
+    ]
+
+
+def standin_images() -> list[Image]:
+    """The images upstream controllers put into our pods, built here under their names."""
+    return [
         Image(SANDBOX_IMAGE, STANDINS / "pause.Containerfile", pause_context),
         Image(
             INIT_PYTORCH,
