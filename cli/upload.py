@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import secrets
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,6 +164,14 @@ def dry_run(args: argparse.Namespace) -> Plan:
     if not (stated or args.package):
         print("(the server's release picks the variant: --kfp-version names it here)")
     return plan
+
+
+def plan_or_upload(args: argparse.Namespace, what: Callable[[Plan], str]) -> Uploaded | None:
+    """``--dry-run``: print the plan and ``what`` it would create, return None; else upload."""
+    if args.dry_run:
+        print(what(dry_run(args)))
+        return None
+    return upload_from_args(args)
 
 
 def upload_from_args(args: argparse.Namespace) -> Uploaded:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from cli.errors import UsageError
 from cli.flags import command_with_examples
 from cli.server import add_server_flags, check_host, connect, quiet, ui_url
-from cli.upload import add_pipeline_flags, dry_run, require_text, upload_from_args
+from cli.upload import add_pipeline_flags, plan_or_upload, require_text
 from components.specs.table import text_table
 
 SUMMARY = "create, list, disable or delete recurring runs on Kubeflow"
@@ -209,11 +209,12 @@ def schedule_command(args: argparse.Namespace) -> int:
         return manage(args)
     trigger = trigger_from_args(args)
     require_text(args.name, "--name")
-    if args.dry_run:
-        plan = dry_run(args)
-        print(f"recurring run: {args.name or f'{plan.name} schedule'}, {trigger.details()}")
+    uploaded = plan_or_upload(
+        args,
+        lambda plan: f"recurring run: {args.name or f'{plan.name} schedule'}, {trigger.details()}",
+    )
+    if uploaded is None:
         return 0
-    uploaded = upload_from_args(args)
     with quiet(args.host):
         recurring = uploaded.client.create_recurring_run(
             experiment_id=uploaded.experiment_id,

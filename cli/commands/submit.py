@@ -7,7 +7,7 @@ import time
 from cli.errors import UsageError
 from cli.flags import command_with_examples
 from cli.server import add_server_flags, quiet, timestamp, ui_url
-from cli.upload import add_pipeline_flags, dry_run, require_text, upload_from_args
+from cli.upload import add_pipeline_flags, plan_or_upload, require_text
 
 WAIT_CHUNK_SECONDS = 5  # one round of the client's wait call (its own poll interval)
 ENDED = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")  # a run's final states (v2beta1)
@@ -55,12 +55,12 @@ def submit_command(args: argparse.Namespace) -> int:
     require_text(args.run_name, "--run-name")
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise UsageError(f"--timeout must be a number of seconds > 0, got {args.timeout:g}")
-    if args.dry_run:
-        plan = dry_run(args)
-        waiting = f", followed for up to {args.timeout:g} s" if args.wait else ""
-        print(f"run: {args.run_name or f'{plan.name} <UTC timestamp>'}{waiting}")
+    waiting = f", followed for up to {args.timeout:g} s" if args.wait else ""
+    uploaded = plan_or_upload(
+        args, lambda plan: f"run: {args.run_name or f'{plan.name} <UTC timestamp>'}{waiting}"
+    )
+    if uploaded is None:
         return 0
-    uploaded = upload_from_args(args)
     with quiet(args.host):
         run = uploaded.client.run_pipeline(
             experiment_id=uploaded.experiment_id,
