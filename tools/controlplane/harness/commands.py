@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import yaml
 
@@ -210,7 +211,10 @@ def main(argv: list[str], description: str = "") -> None:
     BUILD.mkdir(parents=True, exist_ok=True)
     if args.command == "build":
         started = time.monotonic()
-        build_all(components(args.trainer, args.kserve))
+        with ThreadPoolExecutor(1) as pool:
+            torch_images = pool.submit(images.ensure_torch_images)
+            build_all(components(args.trainer, args.kserve))
+            torch_images.result()
         images.ensure_images()
         print(f"all built ({time.monotonic() - started:.1f} s); binaries in {BUILD / 'bin'}")
     elif args.command == "up":

@@ -348,6 +348,17 @@ def ensure_all() -> dict[str, dict]:
     return {image.name: ensure(image, state, keys) for image in images()}
 
 
+def ensure_torch_images() -> None:
+    """Build (or find) the bases and our images: the ones that need no Go build.
+
+    ``cluster.py build`` runs this beside the Go builds (torch's download and install wait on
+    the network, the compiler on the CPUs); the stand-ins follow, from Katib's programs.
+    """
+    state, keys = _load_state(), {}
+    for image in base_images() + our_images():
+        ensure(image, state, keys)
+
+
 @dataclass(frozen=True)
 class ImageSet:
     """The images a pod of the tier uses, as built now: a node imports each key once."""
