@@ -13,21 +13,16 @@ import yaml
 
 from harness.paths import RUN
 
-# Where each kind the harness creates lives in the API (apiVersion gives the prefix).
-PLURALS = {
-    "Namespace": ("namespaces", False),
-    "Node": ("nodes", False),
-    "ConfigMap": ("configmaps", True),
-    "Secret": ("secrets", True),
-    "Service": ("services", True),
-    "StorageClass": ("storageclasses", False),
-    "PersistentVolume": ("persistentvolumes", False),
-    "CustomResourceDefinition": ("customresourcedefinitions", False),
-    "MutatingWebhookConfiguration": ("mutatingwebhookconfigurations", False),
-    "ValidatingWebhookConfiguration": ("validatingwebhookconfigurations", False),
-    "ClusterTrainingRuntime": ("clustertrainingruntimes", False),
-    "ClusterLogs": ("clusterlogs", False),
-}
+# The kinds the harness creates in a namespace (every other one is cluster-scoped).
+NAMESPACED = {"ConfigMap", "Secret", "Service"}
+
+
+def plural(kind: str) -> str:
+    """The resource name of ``kind`` in the API: ``StorageClass`` -> ``storageclasses``."""
+    name = kind.lower()
+    if name.endswith("logs"):  # kwok's ClusterLogs is plural already
+        return name
+    return name + ("es" if name.endswith("ss") else "s")
 
 
 def _condition_true(item: dict, kind: str) -> bool:
@@ -64,10 +59,11 @@ class Api:
 
     def create(self, obj: dict) -> None:
         """POST ``obj``; an object that already exists is fine, any other error is not."""
-        plural, namespaced = PLURALS[obj["kind"]]
+        resource = plural(obj["kind"])
         prefix = "/api/v1" if obj["apiVersion"] == "v1" else f"/apis/{obj['apiVersion']}"
-        namespace = obj["metadata"].get("namespace") if namespaced else None
-        path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
+        namespace = obj["metadata"].get("namespace") if obj["kind"] in NAMESPACED else None
+        scope = f"{prefix}/namespaces/{namespace}" if namespace else prefix
+        path = f"{scope}/{resource}"
         status, answer = self.call("POST", path, obj)
         if status not in (200, 201, 409):
             raise SystemExit(
