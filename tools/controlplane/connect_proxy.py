@@ -48,6 +48,12 @@ def pipe(source: socket.socket, sink: socket.socket) -> None:
                 pass
 
 
+def splice(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy bytes both ways until either side closes."""
+    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+    pipe(client, upstream)
+
+
 def serve(
     client: socket.socket,
     target: tuple[str, int],
@@ -83,8 +89,7 @@ def serve(
     client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
     if rest:
         upstream.sendall(rest)
-    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
-    pipe(client, upstream)
+    splice(client, upstream)
 
 
 def address(text: str) -> tuple[str, int]:

@@ -14,7 +14,7 @@ import socket
 import sys
 import threading
 
-from connect_proxy import address, pipe
+from connect_proxy import address, splice
 
 
 def relay(client: socket.socket, target: tuple[str, int]) -> None:
@@ -26,8 +26,7 @@ def relay(client: socket.socket, target: tuple[str, int]) -> None:
         client.close()
         return
     upstream.settimeout(None)
-    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
-    pipe(client, upstream)
+    splice(client, upstream)
 
 
 def main(argv: list[str]) -> int:
