@@ -117,8 +117,8 @@ def step_pod(
 ) -> dict:
     """The pod of ``task``: the compiled container with its executor input, on the workspace.
 
-    With no security contexts given, the pod has ours (components/specs/pods.py), which pass
-    Pod Security "restricted".
+    Unless told otherwise (``{}``: none), the pod has our security contexts
+    (components/specs/pods.py), which pass Pod Security "restricted".
     """
     container = spec["deploymentSpec"]["executors"][f"exec-{task}"]["container"]
     payload = json.dumps(inputs)
@@ -128,7 +128,9 @@ def step_pod(
         "spec": {
             "restartPolicy": "Never",
             "serviceAccountName": "pipeline-runner",
-            "securityContext": pod_security or pods.pod_security_context(),
+            "securityContext": (
+                pods.pod_security_context() if pod_security is None else pod_security
+            ),
             "volumes": [pods.pvc_volume(volume, claim)],
             "containers": [
                 {
@@ -137,7 +139,11 @@ def step_pod(
                     "command": container["command"],
                     "args": [arg.replace("{{$}}", payload) for arg in container["args"]],
                     "resources": pods.resources("1", "2Gi"),
-                    "securityContext": container_security or pods.container_security_context(),
+                    "securityContext": (
+                        pods.container_security_context()
+                        if container_security is None
+                        else container_security
+                    ),
                     "volumeMounts": [
                         pods.volume_mount(volume, pods.WORKSPACE_MOUNT_PATH),
                         {"name": volume, "mountPath": "/minio", "subPath": ARTIFACTS},
@@ -278,7 +284,7 @@ def kit_pod_security() -> dict:
     return yaml.safe_load(patch["data"]["workflowDefaults"])["spec"]["securityContext"]
 
 
-def train_step_pod(spec: dict, workspace, run: str, packed: Path, pod_security: dict | None):
+def train_step_pod(spec: dict, workspace, run: str, packed: Path, pod_security: dict):
     """The train step's pod as KFP 2.15 makes it: no container securityContext of ours.
 
     KFP 2.15 sets a pod securityContext only from PIPELINE_RUN_AS_USER and none on the
@@ -304,7 +310,7 @@ def train_step_pod(spec: dict, workspace, run: str, packed: Path, pod_security: 
         "volumes": [pods.pvc_volume(volume, workspace.pvc)],
         "volumeMounts": [pods.volume_mount(volume, pods.WORKSPACE_MOUNT_PATH)],
     }
-    body = step_pod(spec, "train", run, inputs, workspace.pvc, pod_security, {"privileged": False})
+    body = step_pod(spec, "train", run, inputs, workspace.pvc, pod_security, {})
     container = body["spec"]["containers"][0]
     container["resources"] = pods.resources("200m", "1Gi")
     # The workspace only: /minio and the executor's output file stay in the container, where
@@ -332,8 +338,7 @@ def test_without_an_fs_group_the_train_step_says_the_workspace_is_not_writable(
     """
     workspace = bind_workspace(core, namespace)
     run = uuid.uuid4().hex[:8]
-    body = train_step_pod(pipeline_spec, workspace, run, packed_here, pod_security=None)
-    body["spec"]["securityContext"] = {}  # KFP's: none
+    body = train_step_pod(pipeline_spec, workspace, run, packed_here, pod_security={})  # KFP's
     log = run_pod(core, namespace, body, phase="Failed")
     lines = [line for line in log.splitlines() if "VolumeNotWritable" in line]
     assert len(lines) == 1, log
