@@ -22,16 +22,7 @@ FLAGS = TrainerFlags(
     checkpoint_dir="/ws/train/checkpoints",
     recipe=dict(epochs=3, batch_size=64, lr=0.01, momentum=0.5, optimizer="adamw"),
 )
-ARGS = [
-    "--data-dir=/ws/train/data",
-    "--model-dir=/ws/train/model",
-    "--checkpoint-dir=/ws/train/checkpoints",
-    "--epochs=3",
-    "--batch-size=64",
-    "--lr=0.01",
-    "--momentum=0.5",
-    "--optimizer=adamw",
-]
+ARGS = FLAGS.args()  # test_pods.py checks these flags' literal argv
 WORKSPACE = Placement(
     volumes=[pvc_volume("kfp-workspace", "run-1-kfp-workspace")],
     volume_mounts=[volume_mount("kfp-workspace", "/ws")],
