@@ -9,12 +9,13 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import yaml
 
 from harness import api_service, control_plane, dns, images, node, volumes
 from harness.api import Api
-from harness.build import build_all
+from harness.build import build, build_all
 from harness.components import components
 from harness.controllers import controllers, katib, training_operator
 from harness.paths import BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
@@ -136,7 +137,7 @@ def _after_webhooks(api: Api, trainer: str, nodes: int) -> None:
     wait_for("the nodes to be Ready", lambda: api.nodes_ready(nodes), 60, "kwok-controller")
 
 
-def _start_real_node(api: Api, pod_images: images.ImageSet) -> dict[str, int]:
+def _start_real_node(api: Api, pod_images: tuple[images.ImageSet, ...]) -> dict[str, int]:
     """CoreDNS, the API's Service, the local volumes, then the real node (containerd, kubelet)."""
     kubeconfig = yaml.safe_load(KUBECONFIG.read_text())
     server = kubeconfig["clusters"][0]["cluster"]["server"]
@@ -189,6 +190,15 @@ def restart_apiserver(args) -> None:
     print("kube-apiserver restarted", flush=True)
 
 
+def _preload_torch_images(containerd: Path) -> None:
+    """Build the bases and our images, then unpack them into the node's containerd.
+
+    Both wait more on the network and the disk than on the CPUs, so beside the Go builds
+    they take cluster-up's longest step (7 GB unpacked, ~6 min on a new machine) off it.
+    """
+    node.preload(images.ensure_torch_images(), images.SANDBOX_IMAGE, containerd)
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     """The command line (tools/controlplane/cluster.py's docstring describes it)."""
     parser = argparse.ArgumentParser(description=description)
@@ -211,9 +221,11 @@ def main(argv: list[str], description: str = "") -> None:
     BUILD.mkdir(parents=True, exist_ok=True)
     if args.command == "build":
         started = time.monotonic()
+        wanted = components(args.trainer, args.kserve)
+        containerd = build(wanted["containerd"]) / "bin"  # first: the torch images go into it
         with ThreadPoolExecutor(1) as pool:
-            torch_images = pool.submit(images.ensure_torch_images)
-            build_all(components(args.trainer, args.kserve))
+            torch_images = pool.submit(_preload_torch_images, containerd)
+            build_all(wanted)
             torch_images.result()
         images.ensure_images()
         print(f"all built ({time.monotonic() - started:.1f} s); binaries in {BUILD / 'bin'}")

@@ -97,8 +97,11 @@ def _node() -> list[Component]:
                 for name in ("containerd", "containerd-shim-runc-v2", "ctr")
             },
         ),
+        # coredns/main.go: upstream's program with only the plugins the tier's Corefile uses.
         Component(
-            "coredns", "github.com/coredns/coredns", {"coredns": "github.com/coredns/coredns"}
+            "coredns",
+            "github.com/coredns/coredns",
+            {"coredns": "fmnist.local/controlplane/coredns"},
         ),
     ]
 

@@ -36,14 +36,20 @@ def kwok_env() -> dict[str, str]:
     return {**os.environ, "KWOK_WORKDIR": str(KWOK_WORKDIR)}
 
 
-def kwok_cluster_dir() -> Path:
-    """The folder kwokctl keeps this cluster in: kwokctl.yaml, pki/, pids/, logs/, etcd data."""
-    return KWOK_WORKDIR / "clusters" / CLUSTER
+def kwok_cluster_dir(name: str = CLUSTER) -> Path:
+    """The folder kwokctl keeps a cluster in: kwokctl.yaml, pki/, pids/, logs/, etcd data."""
+    return KWOK_WORKDIR / "clusters" / name
 
 
-def _kwokctl_config() -> dict:
-    """Our binaries, loopback only, RBAC and admission on, kwok's log CRDs."""
-    pki = kwok_cluster_dir() / "pki"  # what kwokctl creates
+def _kwokctl_config(name: str) -> dict:
+    """Our binaries, loopback only, RBAC and admission on, kwok's log CRDs.
+
+    The main cluster's apiserver also gets what the real node needs; a worker's does not.
+    """
+    pki = kwok_cluster_dir(name) / "pki"  # what kwokctl creates
+    patches = _component_patches(pki)
+    if name != CLUSTER:
+        patches = [patch for patch in patches if patch["name"] != "kube-apiserver"]
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokctlConfiguration",
@@ -62,7 +68,7 @@ def _kwokctl_config() -> dict:
             # Pods reach the API at the kubernetes Service's ClusterIP (harness/api_service.py).
             "kubeApiserverCertSANs": [api_service.CLUSTER_IP],
         },
-        "componentsPatches": _component_patches(pki),
+        "componentsPatches": patches,
     }
 
 
@@ -111,43 +117,55 @@ def _component_patches(pki: Path) -> list[dict]:
     ]
 
 
-def start_control_plane(stage_files: list[Path]) -> None:
+def _log_prefix(name: str) -> str:
+    """How a cluster's component logs are named in build/cluster/logs: the main one's bare."""
+    return "" if name == CLUSTER else f"{name}-"
+
+
+def start_control_plane(
+    stage_files: list[Path], name: str = CLUSTER, kubeconfig: Path = KUBECONFIG
+) -> None:
     """Kwokctl create cluster --runtime binary with our binaries and kwok's pod stages."""
-    path = RUN / "kwokctl.yaml"
-    path.write_text(yaml.safe_dump(_kwokctl_config()))
+    path = RUN / f"kwokctl-{name}.yaml"
+    path.write_text(yaml.safe_dump(_kwokctl_config(name)))
     command = [str(BIN / "kwokctl")]
     for config_file in [path, *stage_files]:
         command += ["--config", str(config_file)]
-    command += ["create", "cluster", "--name", CLUSTER, "--timeout", "120s"]
-    command += ["--kubeconfig", str(KUBECONFIG)]
+    command += ["create", "cluster", "--name", name, "--timeout", "120s"]
+    command += ["--kubeconfig", str(kubeconfig)]
     result = subprocess.run(command, env=kwok_env(), capture_output=True, text=True)
-    (LOGS / "kwokctl.log").write_text(result.stdout + result.stderr)
+    (LOGS / f"{_log_prefix(name)}kwokctl.log").write_text(result.stdout + result.stderr)
+    logs = kwok_cluster_dir(name) / "logs"
     if result.returncode:
-        logs = "\n".join(
-            f"--- {p.name}\n{log_tail(p, 15)}" for p in (kwok_cluster_dir() / "logs").glob("*.log")
-        )
-        raise SystemExit(f"kwokctl create cluster failed:\n{result.stdout}{result.stderr}\n{logs}")
-    for log in (kwok_cluster_dir() / "logs").glob("*.log"):
-        link = LOGS / log.name
+        tails = "\n".join(f"--- {p.name}\n{log_tail(p, 15)}" for p in logs.glob("*.log"))
+        raise SystemExit(f"kwokctl create cluster failed:\n{result.stdout}{result.stderr}\n{tails}")
+    for log in logs.glob("*.log"):
+        link = LOGS / f"{_log_prefix(name)}{log.name}"
         link.unlink(missing_ok=True)
         link.symlink_to(log)
 
 
-def stop_control_plane() -> None:
+def clusters() -> list[str]:
+    """The names of the clusters kwokctl keeps here (the main one and any workers)."""
+    folder = KWOK_WORKDIR / "clusters"
+    return sorted(path.name for path in folder.iterdir()) if folder.exists() else []
+
+
+def stop_control_plane(name: str = CLUSTER) -> None:
     """Kwokctl delete cluster, then stop whatever it left; keep its logs in logs/control-plane."""
-    if not kwok_cluster_dir().exists():
+    if not kwok_cluster_dir(name).exists():
         return
-    saved = LOGS / "control-plane"
+    saved = LOGS / f"{_log_prefix(name)}control-plane"
     shutil.rmtree(saved, ignore_errors=True)
-    if (kwok_cluster_dir() / "logs").exists():
-        shutil.copytree(kwok_cluster_dir() / "logs", saved)
-    for link in LOGS.glob("*.log"):
-        if link.is_symlink():
+    if (kwok_cluster_dir(name) / "logs").exists():
+        shutil.copytree(kwok_cluster_dir(name) / "logs", saved)
+    for link in LOGS.glob(f"{_log_prefix(name)}*.log"):
+        if link.is_symlink() and link.resolve().is_relative_to(kwok_cluster_dir(name)):
             link.unlink()
-    kwok_pids = [int(p.read_text()) for p in (kwok_cluster_dir() / "pids").glob("*.pid")]
+    kwok_pids = [int(p.read_text()) for p in (kwok_cluster_dir(name) / "pids").glob("*.pid")]
     if (BIN / "kwokctl").exists():
         subprocess.run(
-            [str(BIN / "kwokctl"), "delete", "cluster", "--name", CLUSTER],
+            [str(BIN / "kwokctl"), "delete", "cluster", "--name", name],
             env=kwok_env(),
             capture_output=True,
             text=True,
@@ -157,7 +175,7 @@ def stop_control_plane() -> None:
         if alive(pid):
             os.kill(pid, signal.SIGTERM)
     wait_gone(kwok_pids, 15)
-    shutil.rmtree(KWOK_WORKDIR, ignore_errors=True)
+    shutil.rmtree(kwok_cluster_dir(name), ignore_errors=True)
 
 
 def apiserver_pid() -> int | None:

@@ -14,8 +14,8 @@ Three kinds, built in the order of ``images()``:
 An image is rebuilt only when its key changes: a hash of its Containerfile, its build
 arguments, the files it copies and its bases' keys (podman's layer cache then rebuilds
 only the layers after the change). ``ensure_images()`` returns the set of images a pod uses
-(``IMAGE_NAMES``) with a key of their ids; the node streams them from podman into containerd
-(``save_command``) once per key.
+(``IMAGE_NAMES``) in two sets, each with a key of its images' ids; the node streams each set from
+podman into containerd (``save_command``) once per key.
 """
 
 from __future__ import annotations
@@ -348,30 +348,40 @@ def ensure_all() -> dict[str, dict]:
     return {image.name: ensure(image, state, keys) for image in images()}
 
 
-def ensure_torch_images() -> None:
-    """Build (or find) the bases and our images: the ones that need no Go build.
+def ensure_torch_images() -> ImageSet:
+    """Build (or find) the bases and our images, the ones that need no Go build; our set.
 
     ``cluster.py build`` runs this beside the Go builds (torch's download and install wait on
     the network, the compiler on the CPUs); the stand-ins follow, from Katib's programs.
     """
     state, keys = _load_state(), {}
-    for image in base_images() + our_images():
-        ensure(image, state, keys)
+    records = {image.name: ensure(image, state, keys) for image in base_images() + our_images()}
+    return _image_set("ours", [image.name for image in our_images()], records)
 
 
 @dataclass(frozen=True)
 class ImageSet:
-    """The images a pod of the tier uses, as built now: a node imports each key once."""
+    """Images a pod of the tier uses, as built now: a node imports each key once."""
 
+    kind: str  # "ours" (the torch images, GBs) or "standins" (MBs)
     key: str  # from every image's name and id
     names: tuple[str, ...]
 
 
-def image_set(records: dict[str, dict]) -> ImageSet:
-    """IMAGE_NAMES with the key of their current ids."""
-    names = tuple(_pod_images())
+def _image_set(kind: str, names: list[str], records: dict[str, dict]) -> ImageSet:
+    """``names`` with the key of their current ids."""
     digest = hashlib.sha256(json.dumps([[n, records[n]["id"]] for n in names]).encode())
-    return ImageSet(digest.hexdigest()[:16], names)
+    return ImageSet(kind, digest.hexdigest()[:16], tuple(names))
+
+
+def image_sets(records: dict[str, dict]) -> tuple[ImageSet, ImageSet]:
+    """IMAGE_NAMES in two sets, ours and the stand-ins, each keyed by its images' ids.
+
+    Apart, a changed stand-in does not stream the 7 GB of ours into the node again.
+    """
+    ours = [image.name for image in our_images()]
+    standins = [image.name for image in standin_images()]
+    return _image_set("ours", ours, records), _image_set("standins", standins, records)
 
 
 def save_command(names: tuple[str, ...]) -> list[str]:
@@ -382,11 +392,11 @@ def save_command(names: tuple[str, ...]) -> list[str]:
     return [*PODMAN, "save", "-m", "--format", "docker-archive", *names]
 
 
-def ensure_images() -> ImageSet:
+def ensure_images() -> tuple[ImageSet, ImageSet]:
     """Every image a pod of the tier uses, built where it changed."""
     for old in STORE.glob("images-*.tar"):  # archives of earlier versions of the harness
         old.unlink()
-    return image_set(ensure_all())
+    return image_sets(ensure_all())
 
 
 def _gb(size: int) -> str:
@@ -401,4 +411,5 @@ def report() -> None:
     for name, record in records.items():
         how = "built" if record["built"] else "cached; last build"
         print(f"{name:64} {_gb(image_size(name)):>8}  {how} {record['seconds']} s")
-    print(f"pod images {image_set(records).key}: {', '.join(IMAGE_NAMES)}")
+    for images in image_sets(records):
+        print(f"pod images, {images.kind} {images.key}: {', '.join(images.names)}")

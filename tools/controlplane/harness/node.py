@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from harness.images import ImageSet, save_command
-from harness.paths import BIN, CACHE, PIDS
+from harness.paths import BIN, CACHE, LOGS, PIDS, RUN
 from harness.processes import Process, run, terminate, wait_for
 
 NAME = "real-node-1"
@@ -193,18 +193,49 @@ def _kubeconfig(crt: Path, key: Path, ca: Path, server: str) -> Path:
     return path
 
 
-def start(ca_dir: Path, server: str, dns_ip: str, images: ImageSet, sandbox: str) -> dict:
-    """Start containerd (importing ``images``) and the kubelet; return their pids by name."""
-    for folder in (RUN_DIR / "net.d", RUN_DIR / "ipam", KUBELET_ROOT, VOLUMES, CONTAINERD_ROOT):
+def start_containerd(sandbox: str, bin_dir: Path = BIN) -> int:
+    """Start the node's containerd (its binaries in ``bin_dir``); its pid once it serves."""
+    for folder in (RUN_DIR / "net.d", RUN_DIR / "ipam", CONTAINERD_ROOT):
         folder.mkdir(parents=True, exist_ok=True)
     (RUN_DIR / "net.d" / "10-fmnist.conflist").write_text(json.dumps(_cni_config(), indent=1))
     config = RUN_DIR / "containerd.toml"
     config.write_text(_containerd_config(sandbox))
-    containerd = Process("containerd", [str(BIN / "containerd"), "--config", str(config)])
-    containerd.env = {"PATH": f"{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"}  # finds its shim in BIN
-    pids = {"containerd": containerd.start()}
-    wait_for("containerd to serve", _containerd_up, 60, "containerd")
-    import_images(images)
+    containerd = Process("containerd", [str(bin_dir / "containerd"), "--config", str(config)])
+    containerd.env = {"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"}  # finds its shim
+    pid = containerd.start()
+    wait_for("containerd to serve", lambda: _containerd_up(bin_dir), 60, "containerd")
+    return pid
+
+
+def preload(images: ImageSet, sandbox: str, bin_dir: Path) -> None:
+    """Import ``images`` into the node's image store now, with no node running.
+
+    ``cluster.py build`` does this beside the Go builds, so that cluster-up finds the 7 GB
+    of our images already unpacked. A containerd already serving (a cluster is up) is used.
+    """
+    if _containerd_up(bin_dir):
+        import_images(images, bin_dir)
+        return
+    for folder in (LOGS, PIDS, RUN):
+        folder.mkdir(parents=True, exist_ok=True)
+    pid = start_containerd(sandbox, bin_dir)
+    try:
+        import_images(images, bin_dir)
+    finally:
+        terminate([pid], 15)
+        (PIDS / "containerd.pid").unlink(missing_ok=True)
+        shutil.rmtree(RUN_DIR, ignore_errors=True)
+
+
+def start(
+    ca_dir: Path, server: str, dns_ip: str, images: tuple[ImageSet, ...], sandbox: str
+) -> dict:
+    """Start containerd (importing ``images``) and the kubelet; return their pids by name."""
+    for folder in (KUBELET_ROOT, VOLUMES):
+        folder.mkdir(parents=True, exist_ok=True)
+    pids = {"containerd": start_containerd(sandbox)}
+    for image_set in images:
+        import_images(image_set)
     crt, key = _client_certificate(ca_dir)
     kubelet_config = RUN_DIR / "kubelet.yaml"
     kubelet_config.write_text(json.dumps(_kubelet_config(dns_ip, ca_dir / "ca.crt")))
@@ -226,27 +257,31 @@ def start(ca_dir: Path, server: str, dns_ip: str, images: ImageSet, sandbox: str
     return pids
 
 
-def _containerd_up() -> bool:
+def _containerd_up(bin_dir: Path = BIN) -> bool:
     """Whether containerd answers on its socket."""
+    if not SOCKET.exists():
+        return False
     result = subprocess.run(
-        [str(BIN / "ctr"), "--address", str(SOCKET), "version"], capture_output=True, timeout=10
+        [str(bin_dir / "ctr"), "--address", str(SOCKET), "version"],
+        capture_output=True,
+        timeout=10,
     )
     return result.returncode == 0
 
 
-def import_images(images: ImageSet) -> None:
-    """Stream the images from podman into containerd's CRI namespace, once per key.
+def import_images(images: ImageSet, bin_dir: Path = BIN) -> None:
+    """Stream a set of images from podman into containerd's CRI namespace, once per key.
 
     containerd keeps the layers it already has (the torch layer, 7 GB), so a changed
     source costs the new layers' unpacking, not a second copy.
     """
-    stamp = CONTAINERD_ROOT / f"imported-{images.key}"
+    stamp = CONTAINERD_ROOT / f"imported-{images.kind}-{images.key}"
     if stamp.exists():
         return
     started = time.monotonic()
     save = subprocess.Popen(save_command(images.names), stdout=subprocess.PIPE)
     load = subprocess.run(
-        [str(BIN / "ctr"), "--address", str(SOCKET), "-n", "k8s.io", "images", "import", "-"],
+        [str(bin_dir / "ctr"), "--address", str(SOCKET), "-n", "k8s.io", "images", "import", "-"],
         stdin=save.stdout,
         capture_output=True,
         text=True,
@@ -254,11 +289,11 @@ def import_images(images: ImageSet) -> None:
     save.stdout.close()
     if save.wait() or load.returncode:
         raise SystemExit(f"importing the images into containerd failed:\n{load.stderr[-2000:]}")
-    for old in CONTAINERD_ROOT.glob("imported-*"):
+    for old in CONTAINERD_ROOT.glob(f"imported-{images.kind}-*"):
         old.unlink()
     stamp.write_text("\n".join(images.names))
     seconds = time.monotonic() - started
-    print(f"imported {len(images.names)} images into the node's containerd in {seconds:.1f} s")
+    print(f"imported {images.kind} ({len(images.names)} images) into containerd in {seconds:.1f} s")
 
 
 def stop() -> None:

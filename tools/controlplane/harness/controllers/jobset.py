@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import yaml
 
-from harness.controllers.setup import Setup, config_file, ports
+from harness.controllers.setup import Setup, ports
 from harness.manifests import config_map
-from harness.paths import BIN, RUN
+from harness.paths import BIN
 from harness.pki import install_certs
 from harness.processes import Process
 
@@ -21,14 +21,14 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     config.update(
         leaderElection={"leaderElect": False},
         internalCertManagement={"enable": False},
-        webhook={"port": webhook, "certDir": str(RUN / "jobset" / "certs")},
+        webhook={"port": webhook, "certDir": str(setup.folder("jobset") / "certs")},
         metrics={"bindAddress": "0"},
         health={"healthProbeBindAddress": f"127.0.0.1:{health}"},
     )
-    install_certs(RUN / "jobset" / "certs", setup.pki)
-    process = Process(
+    install_certs(setup.folder("jobset") / "certs", setup.pki)
+    process = setup.process(
         "jobset",
-        [str(BIN / "jobset"), "--config", str(config_file("jobset", config))],
+        [str(BIN / "jobset"), "--config", str(setup.config_file("jobset", config))],
         health=f"http://127.0.0.1:{health}/readyz",
         webhook_port=webhook,
     )

@@ -9,7 +9,7 @@ import yaml
 
 from harness import images, node
 from harness.controllers import katib_db
-from harness.controllers.setup import Setup, config_file, ports
+from harness.controllers.setup import Setup, ports
 from harness.manifests import config_map
 from harness.paths import BIN, CONTROLPLANE, KUBECONFIG
 from harness.pki import install_certs
@@ -46,8 +46,8 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
         raise SystemExit(f"port {SUGGESTION_PORT} (Katib's suggestion service) is in use")
     proxy_url = f"http://127.0.0.1:{proxy}"
     processes = [
-        Process("katib-suggestion", [str(BIN / "goptuna-suggestion")]),
-        Process(
+        setup.process("katib-suggestion", [str(BIN / "goptuna-suggestion")]),
+        setup.process(
             "katib-proxy",
             [
                 sys.executable,
@@ -61,12 +61,12 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
                 str(KUBECONFIG),
             ],
         ),
-        Process(
+        setup.process(
             "katib",
             [
                 str(BIN / "katib-controller"),
                 "--katib-config",
-                str(config_file("katib", katib_config["data"]["katib-config.yaml"])),
+                str(setup.config_file("katib", katib_config["data"]["katib-config.yaml"])),
             ],
             env={
                 "KATIB_CORE_NAMESPACE": "kubeflow",

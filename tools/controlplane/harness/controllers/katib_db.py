@@ -67,7 +67,7 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     hold_address(ADDRESS)
     _forward_service_port()
     port = free_port()
-    postgres = Process(
+    postgres = setup.process(
         "katib-postgres",
         _as_postgres(
             str(POSTGRES / "postgres"),
@@ -83,7 +83,7 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
             "fsync=off",  # throwaway data
         ),
     )
-    manager = Process(
+    manager = setup.process(
         "katib-db-manager",
         [str(BIN / "katib-db-manager"), f"--listen-address={ADDRESS}:{LISTEN_PORT}"],
         env={

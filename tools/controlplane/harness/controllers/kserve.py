@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.controllers.setup import Setup, ports
-from harness.paths import BIN, RUN
+from harness.paths import BIN
 from harness.pki import install_certs
 from harness.processes import Process
 
@@ -16,9 +16,9 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     docs = setup.webhooks(f"kserve-{setup.kserve}", webhook)
     if not any(d["kind"] == "Namespace" and d["metadata"]["name"] == "kserve" for d in docs):
         docs.insert(0, NAMESPACE)
-    tmpdir = RUN / "kserve" / "tmp"
+    tmpdir = setup.folder("kserve") / "tmp"
     install_certs(tmpdir / "k8s-webhook-server" / "serving-certs", setup.pki)
-    process = Process(
+    process = setup.process(
         "kserve",
         [
             str(BIN / "kserve-manager"),

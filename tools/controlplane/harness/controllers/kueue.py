@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from harness.controllers.setup import Setup, config_file, ports
-from harness.paths import BIN, REPO, RUN
+from harness.controllers.setup import Setup, ports
+from harness.paths import BIN, REPO
 from harness.pki import cert_secret, install_certs
 from harness.processes import Process
 
@@ -28,7 +28,7 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
         webhook={
             **config.get("webhook", {}),
             "port": webhook,
-            "certDir": str(RUN / "kueue" / "certs"),
+            "certDir": str(setup.folder("kueue") / "certs"),
         },
         leaderElection={**config.get("leaderElection", {}), "leaderElect": False},
         internalCertManagement={
@@ -37,13 +37,13 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
             "webhookSecretName": "kueue-webhook-server-cert",
         },
     )
-    install_certs(RUN / "kueue" / "certs", setup.pki)
-    process = Process(
+    install_certs(setup.folder("kueue") / "certs", setup.pki)
+    process = setup.process(
         "kueue",
         [
             str(BIN / "kueue"),
             "--config",
-            str(config_file("kueue", config)),
+            str(setup.config_file("kueue", config)),
             "--feature-gates=VisibilityOnDemand=false",
         ],
         health=f"http://127.0.0.1:{health}/readyz",

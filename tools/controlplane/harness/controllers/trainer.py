@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from harness.controllers.setup import Setup, config_file, ports
-from harness.paths import BIN, BUILD, RUN
+from harness.controllers.setup import Setup, ports
+from harness.paths import BIN, BUILD
 from harness.pki import install_certs
 from harness.processes import Process, free_port
 
@@ -25,11 +25,15 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     config["leaderElection"]["leaderElect"] = False
     if "statusServer" in config:  # v2.3.0: the TrainJobStatus server (feature gate, off by default)
         config["statusServer"]["port"] = free_port()
-    tmpdir = RUN / "trainer" / "tmp"
+    tmpdir = setup.folder("trainer") / "tmp"
     install_certs(tmpdir / "k8s-webhook-server" / "serving-certs", setup.pki)
-    process = Process(
+    process = setup.process(
         "trainer",
-        [str(BIN / "trainer-controller-manager"), "--config", str(config_file("trainer", config))],
+        [
+            str(BIN / "trainer-controller-manager"),
+            "--config",
+            str(setup.config_file("trainer", config)),
+        ],
         env={"TMPDIR": str(tmpdir)},
         health=f"http://127.0.0.1:{health}/readyz",
         webhook_port=webhook,

@@ -18,7 +18,7 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     webhook, health = ports()
     docs = setup.webhooks("training-operator", webhook)
     install_certs(CERTS, setup.pki)
-    process = Process(
+    process = setup.process(
         "training-operator",
         [
             str(BIN / "training-operator"),
