@@ -98,8 +98,16 @@ def trained_model_dir(tmp_path_factory, packed_small) -> Path:
     return out
 
 
+_GO_INLINE_FLAGS = re.compile(r"^\^\(\?([ims]+)\)")  # "^(?i)…": RE2 takes flags anywhere
+
+
 def _strict(schema: dict) -> dict:
-    """Reject unknown fields, as the API server does with fieldValidation=Strict."""
+    """Reject unknown fields, as the API server does with fieldValidation=Strict.
+
+    Patterns are Go (RE2) regular expressions, which the apiserver checks: one that sets a
+    flag after ``^`` (Kueue's AdmissionCheck ``parameters.kind``: ``^(?i)[a-z]…``) is
+    rewritten with the flag first, where Python's ``re`` wants it; the match is the same.
+    """
     schema = copy.deepcopy(schema)
 
     def visit(node):
@@ -110,6 +118,8 @@ def _strict(schema: dict) -> dict:
                 and not node.get("x-kubernetes-preserve-unknown-fields")
             ):
                 node["additionalProperties"] = False
+            if isinstance(node.get("pattern"), str):
+                node["pattern"] = _GO_INLINE_FLAGS.sub(r"(?\1)^", node["pattern"])
             for value in node.values():
                 visit(value)
         elif isinstance(node, list):

@@ -13,6 +13,9 @@ What the step guarantees, for both job kinds alike:
   waits, and says why; a job Kueue admitted but never starts fails the step;
 - a succeeded PyTorchJob is left to its TTL; a succeeded TrainJob, which has none, is
   deleted once the model is copied;
+- a job Kueue's MultiKueue sends to a worker cluster is followed by the status Kueue copies
+  back; the step says which cluster runs it, and follows the log there when it has a
+  kubeconfig for it (``components/runtime/multicluster.py``);
 - transient API errors are waited out; only the step's own timeout or a termination
   (SIGTERM, Ctrl-C) deletes the job.
 
@@ -30,9 +33,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kubernetes.config import ConfigException
+
 from components.runtime.discovery import choose_job_api, kueue_resource, trainjob_generation
 from components.runtime.kube import KubeClient, current_namespace
 from components.runtime.logs import LogFollower
+from components.runtime.multicluster import (
+    MULTIKUEUE,
+    admission_checks,
+    dispatched_to,
+    where_the_log_is,
+    worker_client,
+    worker_kubeconfig,
+)
 from components.runtime.objects import create_or_adopt, run_object_name
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.volumes import stage_dataset
@@ -85,6 +98,7 @@ class JobWatch:
         self.logs = LogFollower(kube, namespace, kind.rank0_selector(name), kind.container, echo)
         self.last: dict | None = None
         self.waiting_said, self.admitted_at = None, None
+        self.worker, self.log_elsewhere = "", ""  # the MultiKueue worker running the job
 
     @property
     def what(self) -> str:
@@ -97,23 +111,51 @@ class JobWatch:
         if job is None:
             raise JobFailed(f"{self.what} disappeared (deleted by someone?)")
         self.last = job
+        if not self.worker and self.kind.manager(job) == MULTIKUEUE:
+            self._find_worker(job)
         true = true_conditions(job)
         if self.kind.suspended in true:
             self._wait_for_kueue(job)
             return None
-        self.logs.poll()
+        if not self.log_elsewhere:
+            self.logs.poll()
         if self.kind.succeeded in true:
             return job
         if self.kind.failed in true:
-            raise JobFailed(f"{self.what} failed.\n{self.describe()}")
+            where = f" on cluster {self.worker}" if self.worker else ""
+            raise JobFailed(f"{self.what} failed{where}.\n{self.describe()}")
         return None
 
     def describe(self) -> str:
         """The job's conditions and the last lines of rank 0's log."""
         return (
             f"Conditions:\n{condition_summary(self.last)}\n"
-            f"Last lines of rank 0's log:\n{self.logs.tail_text()}"
+            f"Last lines of rank 0's log:\n{self.log_elsewhere or self.logs.tail_text()}"
         )
+
+    def _find_worker(self, job: dict) -> None:
+        """Once MultiKueue has placed the job: say where, and follow the log there."""
+        workload = self._workload(job) or {}
+        self.worker = dispatched_to(workload)
+        if not self.worker:
+            waiting = admission_checks(workload) or "no Workload yet"
+            if waiting != self.waiting_said:
+                self.waiting_said = waiting
+                self.echo(f"{self.what} waits for a MultiKueue worker to admit it: {waiting}")
+            return
+        self.echo(f"{self.what} was admitted on cluster {self.worker} by MultiKueue")
+        selector = self.kind.rank0_selector(self.name)
+        kubeconfig = worker_kubeconfig(self.worker)
+        try:
+            worker = worker_client(kubeconfig) if kubeconfig else None
+        except ConfigException as error:  # the job goes on; only its log is out of reach
+            self.echo(f"cannot use {kubeconfig} for cluster {self.worker}: {error}")
+            worker = None
+        if worker is None:
+            self.log_elsewhere = where_the_log_is(self.worker, self.namespace, selector)
+            self.echo(self.log_elsewhere)
+            return
+        self.logs = LogFollower(worker, self.namespace, selector, self.kind.container, self.echo)
 
     def _wait_for_kueue(self, job: dict) -> None:
         """Say why the job waits; give up on one Kueue admitted but cannot start."""
@@ -134,8 +176,8 @@ class JobWatch:
             self.waiting_said = reason
             self.echo(f"{self.what} is suspended by Kueue, waiting for admission: {reason}")
 
-    def _workload_state(self, job: dict) -> tuple[bool, str]:
-        """(admitted, why not) from the job's Kueue Workload; best effort."""
+    def _workload(self, job: dict) -> dict | None:
+        """The job's Kueue Workload; None when there is none, or it cannot be read."""
         uid = job["metadata"].get("uid")
         try:
             workloads = self.kube.list(
@@ -144,8 +186,13 @@ class JobWatch:
                 f"{WORKLOAD_JOB_LABEL}={uid}",
             )
         except Exception:  # noqa: BLE001 - a hint only; the job's own condition suffices
-            return False, ""
-        conditions = [c for w in workloads for c in w.get("status", {}).get("conditions", [])]
+            return None
+        return workloads[0] if workloads else None
+
+    def _workload_state(self, job: dict) -> tuple[bool, str]:
+        """(admitted, why not) from the job's Kueue Workload; best effort."""
+        workload = self._workload(job)
+        conditions = (workload or {}).get("status", {}).get("conditions", [])
         admitted = any(
             c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions
         )

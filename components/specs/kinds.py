@@ -10,6 +10,9 @@ the project supports:
 - TrainJob (kubeflow/trainer v2.1.0 and v2.3.0): container ``node``
   (``manifests/base/runtimes/torch_distributed.yaml``), conditions ``Complete``/``Failed``/
   ``Suspended`` (``pkg/apis/trainer/v1alpha1/trainjob_types.go``).
+- Who runs the job: PyTorchJob ``spec.runPolicy.managedBy`` (training-operator v1.9.4
+  ``pkg/apis/kubeflow.org/v1/common_types.go``), TrainJob ``spec.managedBy`` (trainer v2.3.0
+  ``trainjob_types.go``); Kueue's MultiKueue sets ``kueue.x-k8s.io/multikueue`` there.
 
 Rank 0's pod labels, per kind, are in ``components/specs/compat.py``.
 """
@@ -66,8 +69,16 @@ class JobKind:
     resource: CustomResource
     container: str  # the trainer container, whose log is followed
     succeeded: str  # condition type that means the job succeeded
+    managed_by: tuple[str, ...]  # where the job says which controller runs it
     failed: str = "Failed"
     suspended: str = "Suspended"
+
+    def manager(self, job: dict) -> str:
+        """The controller the job names as the one that runs it ("" when none)."""
+        value = job
+        for key in self.managed_by:
+            value = (value or {}).get(key)
+        return value or ""
 
     @property
     def rank0_labels(self) -> dict[str, str]:
@@ -84,10 +95,12 @@ PYTORCHJOB_KIND = JobKind(
     PYTORCHJOB,
     container=training.PYTORCHJOB_CONTAINER,
     succeeded=training.JOB_CONDITION_SUCCEEDED,
+    managed_by=("spec", "runPolicy", "managedBy"),
 )
 TRAINJOB_KIND = JobKind(
     TRAINJOB,
     container="node",
     succeeded="Complete",
+    managed_by=("spec", "managedBy"),
 )
 JOB_KINDS = {"pytorchjob": PYTORCHJOB_KIND, "trainjob": TRAINJOB_KIND}

@@ -44,6 +44,8 @@ import kubernetes
 import pytest
 import yaml
 
+from components.specs.pods import WorkPaths
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "build" / "cluster"
 KUBECONFIG = BUILD / "kubeconfig"
@@ -114,6 +116,22 @@ def core(api_client) -> kubernetes.client.CoreV1Api:
 def render(kubectl, folder: str) -> list[dict]:
     """``kubectl kustomize k8s/<folder>``, parsed."""
     return [d for d in yaml.safe_load_all(kubectl("kustomize", str(REPO / "k8s" / folder))) if d]
+
+
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    """The run's workspace as the train step sees it, with the model the job "writes" there.
+
+    kwok plays the job's pods, so nothing writes the model: it is there from the start.
+    """
+    root = tmp_path / "kfp-workspace"
+    model = WorkPaths.under(root).model
+    model.mkdir(parents=True)
+    (model / "model.pt").write_bytes(b"weights")
+    (model / "model.json").write_text("{}")
+    (tmp_path / "dataset").mkdir()
+    (tmp_path / "dataset" / "manifest.json").write_text("{}")
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ import kubernetes
 import pytest
 from cluster_helpers import condition, wait_for
 from kfp import dsl
-from kubernetes.client.exceptions import ApiException
+from step_helpers import job_name, pytorchjob, run_train, workload_of
 
 from components.runtime import kserve, launcher, waiting
 from components.runtime.launcher import JobFailed, JobStuck
@@ -29,7 +29,6 @@ from components.runtime.signals import Terminated
 from components.specs.params import Serving, TrainingJob
 from components.specs.pods import GPU_TOLERATION, WorkPaths
 from components.steps.deploy import deploy
-from components.steps.train import train
 from components.steps.tune import tune
 
 pytestmark = pytest.mark.cluster
@@ -47,66 +46,6 @@ def quick_polls(monkeypatch):
     """Poll every second instead of every ten: the behaviour is the same, the tier faster."""
     monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
     monkeypatch.setattr(kserve, "POLL_SECONDS", 1.0)
-
-
-@pytest.fixture
-def workspace(tmp_path) -> Path:
-    """The run's workspace as the step sees it, with the model the job "writes" there."""
-    root = tmp_path / "kfp-workspace"
-    model = WorkPaths.under(root).model
-    model.mkdir(parents=True)
-    (model / "model.pt").write_bytes(b"weights")
-    (model / "model.json").write_text("{}")
-    (tmp_path / "dataset").mkdir()
-    (tmp_path / "dataset" / "manifest.json").write_text("{}")
-    return root
-
-
-def run_train(workspace: Path, run_id: str, env: dict | None = None, **job) -> Path:
-    """The train step on the cluster; returns the model directory it filled."""
-    model = dsl.Model(uri=str(workspace.parent / f"model-{run_id}"))
-    config = dsl.TaskConfig(
-        volumes=[{"name": "kfp-workspace", "emptyDir": {}}],
-        volume_mounts=[{"name": "kfp-workspace", "mountPath": str(workspace)}],
-        tolerations=[GPU_TOLERATION],
-        env=[{"name": name, "value": value} for name, value in (env or {}).items()],
-    )
-    train.python_func(
-        dataset=dsl.Dataset(uri=str(workspace.parent / "dataset")),
-        model=model,
-        job=TrainingJob(**{"timeout_seconds": 300, **job}).to_dict(),
-        target="cluster",
-        workspace_path=str(workspace),
-        run_id=run_id,
-        task_config=config,
-    )
-    return Path(model.path)
-
-
-def job_name(run_id: str) -> str:
-    return launcher.run_object_name(launcher.JOB_PREFIX, run_id)
-
-
-def workload_of(custom, namespace: str, uid: str) -> dict | None:
-    items = custom.list_namespaced_custom_object(
-        "kueue.x-k8s.io",
-        "v1beta2",
-        namespace,
-        "workloads",
-        label_selector=f"kueue.x-k8s.io/job-uid={uid}",
-    )["items"]
-    return items[0] if items else None
-
-
-def pytorchjob(custom, namespace: str, name: str) -> dict | None:
-    try:
-        return custom.get_namespaced_custom_object(
-            "kubeflow.org", "v1", namespace, "pytorchjobs", name
-        )
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
 
 
 def test_train_on_gpus_goes_through_kueue_and_the_operator(

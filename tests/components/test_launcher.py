@@ -14,6 +14,7 @@ condition and ``kueue.x-k8s.io/job-uid`` label (kueue v0.19.2
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import threading
@@ -21,13 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fake_kube import rank0_pod
+from fake_kube import FakeCluster, rank0_pod
 from kfp import dsl
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
 from components.runtime import waiting
+from components.runtime.kube import KubeClient
 from components.runtime.launcher import JobFailed, JobStuck
+from components.runtime.multicluster import MULTIKUEUE, WORKER_KUBECONFIGS
 from components.runtime.objects import NotOurs
 from components.runtime.signals import Terminated
 from components.specs.params import TrainingJob
@@ -308,3 +311,112 @@ def test_a_short_burst_of_403s_is_waited_out(kind, step, fake_k8s, capsys):
     fake_k8s.fail("get", kind.plural, None, *burst)
     step()
     assert capsys.readouterr().out.count("transient API error (403 Forbidden)") == len(burst)
+
+
+# --- MultiKueue: the job runs on a worker cluster --------------------------------------
+
+
+@pytest.fixture
+def on_a_worker(kind, fake_k8s):
+    """The manager of MultiKueue, faked: Kueue's webhook marks each job managedBy MultiKueue
+    (kueue v0.19.2 pkg/controller/jobframework/defaults.go ApplyDefaultForManagedBy) and the
+    job's Workload names the worker that admitted it (status.clusterName)."""
+    create = fake_k8s.custom.create_namespaced_custom_object
+
+    def kueue_webhook(group, version, namespace, plural, body):
+        body = copy.deepcopy(body)
+        spec = body["spec"].setdefault("runPolicy", {}) if plural == "pytorchjobs" else body["spec"]
+        spec["managedBy"] = MULTIKUEUE
+        return create(group, version, namespace, plural, body)
+
+    fake_k8s.custom.create_namespaced_custom_object = kueue_webhook
+    fake_k8s.served["kueue.x-k8s.io/v1beta2"] = ["localqueues", "workloads"]
+    admitted = {"type": "Admitted", "status": "True"}
+    fake_k8s.custom.listings["workloads"] = [
+        [{"status": {"clusterName": "worker-1", "conditions": [admitted]}}]
+    ]
+
+
+def client_of(cluster: FakeCluster) -> KubeClient:
+    """A KubeClient over another fake cluster (KubeClient() itself goes to ``fake_k8s``)."""
+    kube = KubeClient.__new__(KubeClient)
+    kube.api_client, kube.custom_api = cluster.api_client, cluster.custom
+    kube.core_api, kube.apps_api, kube.host = cluster.core, cluster.apps, "https://worker-1"
+    return kube
+
+
+def test_without_a_kubeconfig_for_the_worker_the_step_says_where_the_log_is(
+    kind, step, fake_k8s, on_a_worker, monkeypatch, capsys
+):
+    monkeypatch.delenv(WORKER_KUBECONFIGS, raising=False)
+    failed = condition("Failed", "JobFailed", "1 replica(s) failed")
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running")), kind.status(failed)]
+    with pytest.raises(JobFailed) as error:
+        step()
+    message = str(error.value)
+    assert f"team-a/{JOB_NAME} failed on cluster worker-1." in message
+    assert f"kubectl --context worker-1 -n team-a logs -l {kind.selector}" in message
+    out = capsys.readouterr().out
+    assert out.count("was admitted on cluster worker-1 by MultiKueue") == 1
+    assert fake_k8s.core.selectors == []  # no pod of the job on the manager is looked for
+
+
+def test_with_a_kubeconfig_for_the_worker_the_step_follows_the_log_there(
+    kind, step, fake_k8s, on_a_worker, tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "kubeconfigs").mkdir()
+    (tmp_path / "kubeconfigs" / "worker-1").write_text("a kubeconfig")
+    monkeypatch.setenv(WORKER_KUBECONFIGS, str(tmp_path / "kubeconfigs"))
+    worker = FakeCluster()
+    worker.core.pods = [[rank0_pod("rank0", kind.container)]]
+    worker.core.logs["rank0"] = [f"epoch 1\n{METRIC_LINE}\n"]
+    opened = []
+    monkeypatch.setattr(
+        "components.runtime.launcher.worker_client",
+        lambda path: opened.append(path) or client_of(worker),
+    )
+    running = kind.status(condition("Running"))
+    fake_k8s.custom.statuses[kind.plural] = [running] * 2 + [kind.status(condition(kind.succeeded))]
+    step()
+    assert opened == [tmp_path / "kubeconfigs" / "worker-1"]
+    assert worker.core.selectors[0] == kind.selector
+    assert fake_k8s.core.selectors == []
+    assert capsys.readouterr().out.count(METRIC_LINE) == 1
+
+
+def test_an_unusable_worker_kubeconfig_is_said_and_the_job_still_followed(
+    kind, step, fake_k8s, on_a_worker, tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "kubeconfigs").mkdir()
+    (tmp_path / "kubeconfigs" / "worker-1").write_text("clusters: [unclosed")
+    monkeypatch.setenv(WORKER_KUBECONFIGS, str(tmp_path / "kubeconfigs"))
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition(kind.succeeded))]
+    step()
+    out = capsys.readouterr().out
+    assert (
+        f"cannot use {tmp_path}/kubeconfigs/worker-1 for cluster worker-1: not a valid kubeconfig"
+        in out
+    )
+    assert "kubectl --context worker-1" in out
+
+
+def test_until_a_worker_admits_the_job_the_step_says_what_multikueue_waits_for(
+    kind, step, fake_k8s, on_a_worker, capsys
+):
+    pending = {
+        "status": {
+            "admissionChecks": [
+                {"name": "fmnist-multikueue", "state": "Pending", "message": "no worker admits"}
+            ]
+        }
+    }
+    placed = fake_k8s.custom.listings["workloads"][0]
+    fake_k8s.custom.listings["workloads"] = [[pending], [pending], placed]
+    fake_k8s.custom.statuses[kind.plural] = [{}] * 3 + [kind.status(condition(kind.succeeded))]
+    step()
+    out = capsys.readouterr().out
+    waits = (
+        "waits for a MultiKueue worker to admit it: fmnist-multikueue: Pending (no worker admits)"
+    )
+    assert out.count(waits) == 1
+    assert out.index(waits) < out.index("was admitted on cluster worker-1 by MultiKueue")

@@ -2,7 +2,7 @@
 """A real Kubernetes control plane with the Kubeflow controllers and one real node, on this machine.
 
     python tools/controlplane/cluster.py build  [--trainer v2.1.0|v2.3.0] [--kserve v0.15.2|v0.20.0]
-    python tools/controlplane/cluster.py up     [same options]  # build what is missing, start
+    python tools/controlplane/cluster.py up     [same options] [--workers 0|1|2]  # build, start
     python tools/controlplane/cluster.py down                    # stop everything
     python tools/controlplane/cluster.py status
     python tools/controlplane/cluster.py images                  # build the images (cached)
@@ -27,7 +27,10 @@ maps rendered with kustomize from the same module. ``up`` then
 4. waits until every controller answers its readiness probe and its webhook port over TLS,
    then applies what needs the webhooks (the torch-distributed ClusterTrainingRuntime) and
    kwok's ClusterLogs, and waits for the nodes to be Ready;
-5. starts CoreDNS and the real node (harness/node.py: containerd v2 with runc, the bridge
+5. starts ``--workers`` MultiKueue worker clusters (harness/workers.py), each with its own
+   control plane, JobSet, Training Operator, Trainer and Kueue, and puts each one's
+   kubeconfig in a Secret on the main cluster, their manager;
+6. starts CoreDNS and the real node (harness/node.py: containerd v2 with runc, the bridge
    CNI and a kubelet), imports the images of harness/images.py into it and waits until it
    is Ready.
 

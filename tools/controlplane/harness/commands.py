@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import api_service, control_plane, dns, images, node, volumes
+from harness import api_service, control_plane, dns, images, multikueue, node, volumes, workers
 from harness.api import Api
 from harness.build import build, build_all
 from harness.components import components
@@ -61,12 +61,20 @@ def up(args) -> None:
     progress(started, "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok up")
 
     api = Api(KUBECONFIG)
-    processes = _start_controllers(api, wanted, pki, args, started)
+    nodes = list(yaml.safe_load_all((CONFIG / "nodes.yaml").read_text()))
+    managed = controllers(wanted, pki, args.trainer, args.kserve, args.workers > 0)
+    processes = _start_controllers(api, *managed, nodes, pki)
+    STATE.write_text(json.dumps({**versions, **processes}))
     seconds["controllers"] = time.monotonic() - started - sum(seconds.values())
     progress(started, "every controller ready, webhooks answering")
 
-    _after_webhooks(api, args.trainer, processes["nodes"])
+    _after_webhooks(api, args.trainer, len(nodes))
     progress(started, "torch-distributed runtime and kwok ClusterLogs created, nodes Ready")
+    for worker in workers.WORKERS[: args.workers]:
+        _merge(processes, _start_worker(worker, api, wanted, pki, args.trainer, stages))
+        STATE.write_text(json.dumps({**versions, **processes}))
+        progress(started, f"MultiKueue worker cluster {worker} up, its Secret on the manager")
+    seconds["workers"] = time.monotonic() - started - sum(seconds.values())
     processes["pids"] |= _start_real_node(api, pod_images)
     seconds["real_node"] = time.monotonic() - started - sum(seconds.values())
     progress(started, f"CoreDNS answering, node {node.NAME} Ready")
@@ -80,17 +88,21 @@ def up(args) -> None:
     )
 
 
-def _start_controllers(api: Api, wanted, pki, args, started: float) -> dict:
+def _start_controllers(
+    api: Api,
+    processes: list[Process],
+    objects: list[dict],
+    nodes: list[dict],
+    pki,
+    label: str = "",
+) -> dict:
     """Create the CRDs, webhooks and nodes, start the controllers, wait until each is ready."""
-    processes, objects = controllers(wanted, pki, args.trainer, args.kserve)
-    nodes = list(yaml.safe_load_all((CONFIG / "nodes.yaml").read_text()))
-    api.create_all(objects + nodes, "controllers")
+    api.create_all(objects + nodes, f"{label}controllers")
     crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
     wait_for("the CRDs to be established", lambda: api.established(crds), 120, "kube-apiserver")
-    progress(started, f"{len(crds)} CRDs established; webhook configurations, nodes created")
+    print(f"{len(crds)} CRDs established; webhook configurations, nodes created", flush=True)
     pids = {p.name: p.start() for p in processes}
-    state = {"pids": pids, "processes": [p.__dict__ for p in processes], "nodes": len(nodes)}
-    STATE.write_text(json.dumps({"trainer": args.trainer, "kserve": args.kserve, **state}))
+    state = {"pids": pids, "processes": [p.__dict__ for p in processes]}
     for process in processes:
         if process.health:
             wait_for(
@@ -103,6 +115,23 @@ def _start_controllers(api: Api, wanted, pki, args, started: float) -> dict:
         if not alive(pids[process.name]):
             raise SystemExit(f"{process.name} exited:\n{log_tail(LOGS / (process.name + '.log'))}")
     return state
+
+
+def _start_worker(worker: str, manager: Api, wanted, pki, trainer: str, stages) -> dict:
+    """A MultiKueue worker: its control plane and controllers; its Secret on the manager."""
+    api = workers.start_control_plane(worker, stages)
+    processes, objects = workers.controllers(worker, wanted, pki, trainer)
+    nodes = workers.nodes()
+    state = _start_controllers(api, processes, objects, nodes, pki, f"{worker}-")
+    _after_webhooks(api, trainer, len(nodes))
+    manager.create_all([multikueue.kubeconfig_secret(worker)], f"{worker}-secret")
+    return state
+
+
+def _merge(state: dict, more: dict) -> None:
+    """Add a worker's pids and processes to the cluster's state."""
+    state["pids"] |= more["pids"]
+    state["processes"] += more["processes"]
 
 
 def _ready(process: Process, pid: int, ca) -> bool:
@@ -155,6 +184,7 @@ def down(args=None) -> None:
     pids = [int(p.read_text()) for p in PIDS.glob("*.pid")] if PIDS.exists() else []
     terminate(pids, 15)
     shutil.rmtree(PIDS, ignore_errors=True)
+    workers.stop_all()
     control_plane.stop_control_plane()
     for folder in (training_operator.CERTS, katib.CERTS):  # ours only: same bytes as build's
         remove_certs(folder)
@@ -207,6 +237,10 @@ def parser(description: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name)
         command.add_argument("--trainer", default=os.environ.get("TRAINER") or "v2.3.0")
         command.add_argument("--kserve", default=os.environ.get("KSERVE") or "v0.15.2")
+    # MultiKueue worker clusters (harness/workers.py): 0 for none
+    sub.choices["up"].add_argument(
+        "--workers", type=int, choices=range(len(workers.WORKERS) + 1), default=len(workers.WORKERS)
+    )
     sub.add_parser("down")
     sub.add_parser("images")  # build the images (cached); each one's size and seconds
     sub.add_parser("status")

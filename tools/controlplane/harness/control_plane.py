@@ -118,8 +118,8 @@ def _component_patches(pki: Path) -> list[dict]:
 
 
 def _log_prefix(name: str) -> str:
-    """How a cluster's component logs are named in build/cluster/logs: the main one's bare."""
-    return "" if name == CLUSTER else f"{name}-"
+    """The prefix of a cluster's logs in build/cluster/logs ("worker-1-" for fmnist-worker-1)."""
+    return "" if name == CLUSTER else f"{name.removeprefix(f'{CLUSTER}-')}-"
 
 
 def start_control_plane(
@@ -143,12 +143,6 @@ def start_control_plane(
         link = LOGS / f"{_log_prefix(name)}{log.name}"
         link.unlink(missing_ok=True)
         link.symlink_to(log)
-
-
-def clusters() -> list[str]:
-    """The names of the clusters kwokctl keeps here (the main one and any workers)."""
-    folder = KWOK_WORKDIR / "clusters"
-    return sorted(path.name for path in folder.iterdir()) if folder.exists() else []
 
 
 def stop_control_plane(name: str = CLUSTER) -> None:

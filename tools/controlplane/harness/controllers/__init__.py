@@ -27,10 +27,20 @@ ORDER = (jobset, training_operator, trainer, kueue, katib_db, katib, kserve)
 
 
 def controllers(
-    wanted: dict[str, Component], pki: dict[str, Path], trainer_version: str, kserve_version: str
+    wanted: dict[str, Component],
+    pki: dict[str, Path],
+    trainer_version: str,
+    kserve_version: str,
+    multikueue_manager: bool = False,
 ) -> tuple[list[Process], list[dict]]:
     """The controller processes and the objects to apply before they start."""
-    setup = Setup(manifests.load(wanted), pki, trainer_version, kserve_version)
+    setup = Setup(
+        manifests.load(wanted),
+        pki,
+        trainer_version,
+        kserve_version,
+        multikueue_manager=multikueue_manager,
+    )
     processes, objects = [], []
     for module in ORDER:
         more_processes, more_objects = module.configure(setup)

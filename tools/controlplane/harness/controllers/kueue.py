@@ -1,4 +1,7 @@
-"""Kueue: OUR k8s/kueue/config, plus what running it here needs."""
+"""Kueue: OUR k8s/kueue/config, plus what running it here needs.
+
+A MultiKueue manager (the main cluster when workers run) gets k8s/kueue/multikueue/config.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +21,8 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     """
     webhook, health = ports()
     docs = setup.webhooks("kueue", webhook)
-    config = yaml.safe_load(
-        (REPO / "k8s" / "kueue" / "config" / "controller_manager_config.yaml").read_text()
-    )
+    kit = "kueue/multikueue/config" if setup.multikueue_manager else "kueue/config"
+    config = yaml.safe_load((REPO / "k8s" / kit / "controller_manager_config.yaml").read_text())
     config.update(
         namespace="kueue-system",
         health={**config.get("health", {}), "healthProbeBindAddress": f"127.0.0.1:{health}"},

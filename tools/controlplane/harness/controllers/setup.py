@@ -30,6 +30,7 @@ class Setup:
     trainer: str
     kserve: str
     cluster: Cluster = field(default_factory=Cluster)
+    multikueue_manager: bool = False  # Kueue here dispatches to the workers (harness/workers.py)
 
     def folder(self, controller: str) -> Path:
         """build/cluster/run/[<worker>/]<controller>: its configuration and certificates."""
