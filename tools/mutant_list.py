@@ -143,11 +143,21 @@ MUTANTS = [
     Mutant(
         "launcher-success-on-failed",
         "components/runtime/launcher.py",
-        'raise JobFailed(f"{self.what} failed.\\n{self.describe()}")',
+        'raise JobFailed(f"{self.what} failed{where}.\\n{self.describe()}")',
         "return job",
         (
             "tests/components/test_launcher.py"
             "::test_a_failed_job_fails_the_step_with_its_conditions_and_log_tail",
+        ),
+    ),
+    Mutant(
+        "multikueue-worker-never-looked-up",
+        "components/runtime/launcher.py",
+        "if not self.worker and self.kind.manager(job) == MULTIKUEUE:",
+        "if False:",
+        (
+            "tests/components/test_launcher.py"
+            "::test_without_a_kubeconfig_for_the_worker_the_step_says_where_the_log_is",
         ),
     ),
     Mutant(
