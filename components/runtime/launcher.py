@@ -138,7 +138,8 @@ class JobWatch:
         workload = self._workload(job) or {}
         self.worker = dispatched_to(workload)
         if not self.worker:
-            waiting = admission_checks(workload) or "no Workload yet"
+            _, no_quota = admission_state(workload)
+            waiting = no_quota or admission_checks(workload) or "no Workload yet"
             if waiting != self.waiting_said:
                 self.waiting_said = waiting
                 self.echo(f"{self.what} waits for a MultiKueue worker to admit it: {waiting}")
@@ -191,13 +192,15 @@ class JobWatch:
 
     def _workload_state(self, job: dict) -> tuple[bool, str]:
         """(admitted, why not) from the job's Kueue Workload; best effort."""
-        workload = self._workload(job)
-        conditions = (workload or {}).get("status", {}).get("conditions", [])
-        admitted = any(
-            c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions
-        )
-        waiting = [c.get("message", "") for c in conditions if c.get("type") == "QuotaReserved"]
-        return admitted, "" if admitted else next((m for m in waiting if m), "")
+        return admission_state(self._workload(job) or {})
+
+
+def admission_state(workload: dict) -> tuple[bool, str]:
+    """(admitted, why not) from a Kueue Workload: the QuotaReserved condition's message."""
+    conditions = workload.get("status", {}).get("conditions", [])
+    admitted = any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions)
+    waiting = [c.get("message", "") for c in conditions if c.get("type") == "QuotaReserved"]
+    return admitted, "" if admitted else next((m for m in waiting if m), "")
 
 
 def run_training_job(

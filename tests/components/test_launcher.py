@@ -420,3 +420,20 @@ def test_until_a_worker_admits_the_job_the_step_says_what_multikueue_waits_for(
     )
     assert out.count(waits) == 1
     assert out.index(waits) < out.index("was admitted on cluster worker-1 by MultiKueue")
+
+
+def test_a_job_without_quota_on_the_manager_says_so_before_multikueue_places_it(
+    kind, step, fake_k8s, on_a_worker, capsys
+):
+    """Kueue reserves the manager's quota before it asks the workers."""
+    reason = "couldn't assign flavors to pod set master: insufficient quota for nvidia.com/gpu"
+    no_quota = {
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "message": reason}]}
+    }
+    placed = fake_k8s.custom.listings["workloads"][0]
+    fake_k8s.custom.listings["workloads"] = [[no_quota], placed]
+    fake_k8s.custom.statuses[kind.plural] = [{}] * 2 + [kind.status(condition(kind.succeeded))]
+    step()
+    assert (
+        capsys.readouterr().out.count(f"waits for a MultiKueue worker to admit it: {reason}") == 1
+    )
