@@ -265,7 +265,10 @@ MUTANTS = [
         "trainer/step.py",
         "return torch.bfloat16 if native else None",
         "return torch.bfloat16",
-        ("tests/trainer/test_train.py::test_mixed_precision_choice",),
+        (
+            "tests/trainer/test_train.py::test_mixed_precision_choice",
+            "tests/trainer/test_train.py::test_auto_precision_on_a_cpu_follows_what_onednn_reports",
+        ),
     ),
     Mutant(
         "flag-without-help",

@@ -188,6 +188,18 @@ def test_mixed_precision_choice():
     assert mixed_precision_dtype("auto", cpu) is (torch.bfloat16 if native else None)
 
 
+def test_auto_precision_on_a_cpu_follows_what_onednn_reports(monkeypatch):
+    """Whatever this machine's CPU: "auto" is bf16 exactly where oneDNN computes it natively."""
+    from trainer.step import mixed_precision_dtype
+
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: True)
+    for native, expected in ((True, torch.bfloat16), (False, None)):
+        monkeypatch.setattr(
+            torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda native=native: native
+        )
+        assert mixed_precision_dtype("auto", torch.device("cpu")) is expected
+
+
 def test_checkpoint_of_another_schedule_is_refused(packed_small, tmp_path):
     args = ["--data-dir", str(packed_small), "--checkpoint-dir", str(tmp_path), *SMALL]
     assert _trainer(["--epochs", "1", *args], timeout=300).returncode == 0
