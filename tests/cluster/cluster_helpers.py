@@ -1,14 +1,17 @@
 """Helpers for the cluster tier's tests (tests/cluster/conftest.py puts this folder on sys.path).
 
-from cluster_helpers import condition, queue_for, wait_for
+from cluster_helpers import account_kubeconfig, condition, queue_for, wait_for
 """
 
 from __future__ import annotations
 
+import base64
 import time
 from pathlib import Path
 
+import kubernetes
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,3 +71,35 @@ def _quantity(value) -> float:
         if text.endswith(suffix):
             return float(text[: -len(suffix)]) * factor
     return float(text)
+
+
+def account_kubeconfig(api_client, admin: Path, account: str, namespace: str) -> tuple[str, dict]:
+    """(token, kubeconfig) of a ServiceAccount: a TokenRequest token for one hour, and a
+    kubeconfig for the cluster of the ``admin`` kubeconfig that uses it, its CA inline."""
+    request = {"spec": {"audiences": [], "expirationSeconds": 3600}}
+    token = (
+        kubernetes.client.CoreV1Api(api_client)
+        .create_namespaced_service_account_token(account, namespace, request)
+        .status.token
+    )
+    config = yaml.safe_load(admin.read_text())
+    context = next(c for c in config["contexts"] if c["name"] == config["current-context"])
+    cluster = next(c for c in config["clusters"] if c["name"] == context["context"]["cluster"])
+    cluster = dict(cluster["cluster"])
+    if "certificate-authority" in cluster:  # kwokctl writes a path; make it self-contained
+        ca = Path(cluster.pop("certificate-authority")).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": cluster}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": account,
+                "context": {"cluster": "cluster", "user": account, "namespace": namespace},
+            }
+        ],
+        "current-context": account,
+    }
+    return token, kubeconfig

@@ -24,7 +24,6 @@ Helpers for tests (``wait_for``, ``condition``, ``queue_for``) are in cluster_he
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import importlib
@@ -53,6 +52,7 @@ HARNESS = REPO / "tools" / "controlplane"  # the harness package's parent folder
 KATIB_INJECTION = "katib.kubeflow.org/metrics-collector-injection"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests: `from cluster_helpers import`
+from cluster_helpers import account_kubeconfig  # noqa: E402
 
 
 def _harness():
@@ -231,30 +231,7 @@ def pipeline_account(namespace, api_client, kubeconfig, tmp_path) -> PipelineAcc
     Requests made with it are authorized by the apiserver's RBAC against exactly the Role
     of k8s/rbac (nothing else is bound to that account).
     """
-    core = kubernetes.client.CoreV1Api(api_client)
-    request = {"spec": {"audiences": [], "expirationSeconds": 3600}}
-    token = core.create_namespaced_service_account_token(
-        "pipeline-runner", namespace, request
-    ).status.token
-    admin = yaml.safe_load(kubeconfig.read_text())
-    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
-    cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])["cluster"]
-    if "certificate-authority" in cluster:  # kwokctl writes a path; make it self-contained
-        ca = Path(cluster.pop("certificate-authority")).read_bytes()
-        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fmnist", "cluster": cluster}],
-        "users": [{"name": "pipeline-runner", "user": {"token": token}}],
-        "contexts": [
-            {
-                "name": "pipeline-runner",
-                "context": {"cluster": "fmnist", "user": "pipeline-runner", "namespace": namespace},
-            }
-        ],
-        "current-context": "pipeline-runner",
-    }
+    token, config = account_kubeconfig(api_client, kubeconfig, "pipeline-runner", namespace)
     path = tmp_path / "pipeline-runner.kubeconfig"
     path.write_text(yaml.safe_dump(config))
     client = kubernetes.config.new_client_from_config(str(path))

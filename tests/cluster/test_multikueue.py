@@ -23,7 +23,6 @@ What is relied on (sigs.k8s.io/kueue v0.19.2):
 
 from __future__ import annotations
 
-import copy
 import os
 import signal
 import threading
@@ -33,7 +32,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 import yaml
-from cluster_helpers import condition, wait_for
+from cluster_helpers import account_kubeconfig, condition, wait_for
 from kubernetes.client.exceptions import ApiException
 from step_helpers import job_name, pytorchjob, run_train, workload_of
 
@@ -147,22 +146,8 @@ def _worker_namespace(worker: str, api, namespace: str, kubectl) -> None:
 
 def _log_reader_kubeconfig(worker: str, api, namespace: str) -> str:
     """A kubeconfig for the worker as its log-reader ServiceAccount (a TokenRequest token)."""
-    core = kubernetes.client.CoreV1Api(api)
-    token = core.create_namespaced_service_account_token(
-        "log-reader", namespace, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    admin = yaml.safe_load(worker_kubeconfig(worker).read_text())
-    cluster = copy.deepcopy(admin["clusters"][0]["cluster"])
-    return yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": worker, "cluster": cluster}],
-            "users": [{"name": "log-reader", "user": {"token": token}}],
-            "contexts": [{"name": worker, "context": {"cluster": worker, "user": "log-reader"}}],
-            "current-context": worker,
-        }
-    )
+    _, config = account_kubeconfig(api, worker_kubeconfig(worker), "log-reader", namespace)
+    return yaml.safe_dump(config)
 
 
 def remote_job(api, plural: tuple[str, str, str], namespace: str, name: str) -> dict | None:

@@ -61,7 +61,7 @@ def up(args) -> None:
     progress(started, "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok up")
 
     api = Api(KUBECONFIG)
-    nodes = list(yaml.safe_load_all((CONFIG / "nodes.yaml").read_text()))
+    nodes = control_plane.fake_nodes()
     managed = controllers(wanted, pki, args.trainer, args.kserve, args.workers > 0)
     processes = _start_controllers(api, *managed, nodes, pki)
     STATE.write_text(json.dumps({**versions, **processes}))
@@ -121,7 +121,7 @@ def _start_worker(worker: str, manager: Api, wanted, pki, trainer: str, stages) 
     """A MultiKueue worker: its control plane and controllers; its Secret on the manager."""
     api = workers.start_control_plane(worker, stages)
     processes, objects = workers.controllers(worker, wanted, pki, trainer)
-    nodes = workers.nodes()
+    nodes = control_plane.fake_nodes()
     state = _start_controllers(api, processes, objects, nodes, pki, f"{worker}-")
     _after_webhooks(api, trainer, len(nodes))
     manager.create_all([multikueue.kubeconfig_secret(worker)], f"{worker}-secret")

@@ -16,7 +16,7 @@ import yaml
 
 from harness import api_service
 from harness.dns import SERVICE_RANGE
-from harness.paths import BIN, CLUSTER, KUBECONFIG, KWOK_WORKDIR, LOGS, RUN
+from harness.paths import BIN, CLUSTER, CONFIG, KUBECONFIG, KWOK_WORKDIR, LOGS, RUN
 from harness.processes import alive, log_tail, wait_for, wait_gone
 
 
@@ -34,6 +34,11 @@ def kubectl(*args: str, stdin: str | None = None) -> str:
 def kwok_env() -> dict[str, str]:
     """The environment of kwokctl: its work folder is build/cluster/kwok."""
     return {**os.environ, "KWOK_WORKDIR": str(KWOK_WORKDIR)}
+
+
+def fake_nodes() -> list[dict]:
+    """The nodes kwok plays in every cluster of the tier (tools/controlplane/config/nodes.yaml)."""
+    return list(yaml.safe_load_all((CONFIG / "nodes.yaml").read_text()))
 
 
 def kwok_cluster_dir(name: str = CLUSTER) -> Path:

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from harness import control_plane, manifests
 from harness.api import Api
 from harness.components import Component
-from harness.controllers import jobset, kueue, trainer, training_operator
+from harness.controllers import configure, jobset, kueue, trainer, training_operator
 from harness.controllers.setup import Cluster, Setup
-from harness.paths import BUILD, CLUSTER, CONFIG
+from harness.paths import BUILD, CLUSTER
 from harness.processes import Process
 
 WORKERS = ("worker-1", "worker-2")
@@ -52,22 +50,12 @@ def controllers(
         "",
         Cluster(worker, kubeconfig(worker)),
     )
-    processes, objects = [], []
-    for module in CONTROLLERS:
-        more_processes, more_objects = module.configure(setup)
-        processes += more_processes
-        objects += more_objects
-    return processes, objects
+    return configure(CONTROLLERS, setup)
 
 
 def _components(trainer_version: str) -> tuple[str, ...]:
     """The components whose manifests the worker's controllers need."""
     return ("jobset", "training-operator", f"trainer-{trainer_version}", "kueue")
-
-
-def nodes() -> list[dict]:
-    """The worker's fake nodes: the main cluster's (tools/controlplane/config/nodes.yaml)."""
-    return list(yaml.safe_load_all((CONFIG / "nodes.yaml").read_text()))
 
 
 def stop_all() -> None:

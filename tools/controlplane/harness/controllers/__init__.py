@@ -41,8 +41,13 @@ def controllers(
         kserve_version,
         multikueue_manager=multikueue_manager,
     )
+    return configure(ORDER, setup)
+
+
+def configure(modules, setup: Setup) -> tuple[list[Process], list[dict]]:
+    """Each controller module's processes and objects for ``setup``, in the modules' order."""
     processes, objects = [], []
-    for module in ORDER:
+    for module in modules:
         more_processes, more_objects = module.configure(setup)
         processes += more_processes
         objects += more_objects
