@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test mutants test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp
+.PHONY: run test mutants test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp test-karmada
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -69,10 +69,14 @@ cluster-up: $(STAMP)  ## build what is missing (cached), start the control plane
 cluster-down: $(STAMP)  ## stop everything cluster-up started
 	$(CLUSTER) down
 
-test-cluster: $(STAMP)  ## cluster-up, the `cluster` tests, cluster-down (also when they fail)
+test-cluster: $(STAMP)  ## cluster-up, the `cluster` tests, then Karmada's; cluster-down (also when they fail)
 	$(CLUSTER) up --trainer $(TRAINER) --kserve $(KSERVE) && \
-	  $(PY) -m pytest -m "cluster and not kfp" tests/cluster $(PYTEST_ARGS); \
+	  $(PY) -m pytest -m "cluster and not kfp and not karmada" tests/cluster $(PYTEST_ARGS) && \
+	  $(CLUSTER) karmada && $(PY) -m pytest -m karmada tests/cluster $(PYTEST_ARGS); \
 	  status=$$?; $(CLUSTER) down; exit $$status
 
 test-kfp: $(STAMP)  ## the `kfp` tests, against a KFP backend attached to a running cluster
 	$(PY) -m pytest -m kfp tests/cluster $(PYTEST_ARGS)
+
+test-karmada: $(STAMP)  ## the `karmada` tests alone, on a running cluster (make cluster-up)
+	$(CLUSTER) karmada && $(PY) -m pytest -m karmada tests/cluster $(PYTEST_ARGS)

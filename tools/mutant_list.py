@@ -287,4 +287,23 @@ MUTANTS = [
             "tests/pipelines/test_parameters.py::test_training_defaults_come_from_the_trainer_config",
         ),
     ),
+    # Karmada: each job whole in one member, sized by what is free (components/specs/karmada.py;
+    # the karmada tier test_karmada.py shows what each part does on a real Karmada).
+    Mutant(
+        "karmada-job-in-every-member",
+        "components/specs/karmada.py",
+        '"spreadConstraints": [{"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}],',
+        "",
+        (
+            "tests/k8s/test_render.py::test_karmada_policy_for_the_given_clusters",
+            "tests/k8s/test_manifests.py::test_karmada_policy_is_what_the_builder_makes",
+        ),
+    ),
+    Mutant(
+        "karmada-blind-to-free-capacity",
+        "components/specs/karmada.py",
+        '"replicaDivisionPreference": "Aggregated",',
+        '"replicaDivisionPreference": "Weighted",',
+        ("tests/k8s/test_render.py::test_karmada_policy_for_the_given_clusters",),
+    ),
 ]

@@ -91,7 +91,10 @@ SCHEMAS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "karmada@v1.18.1": (
         "github.com/karmada-io/karmada",
         "v1.18.1",
-        ("charts/karmada/_crds/bases/policy/policy.karmada.io_propagationpolicies.yaml",),
+        (
+            "charts/karmada/_crds/bases/policy/policy.karmada.io_propagationpolicies.yaml",
+            "charts/karmada/_crds/bases/config/config.karmada.io_resourceinterpretercustomizations.yaml",
+        ),
     ),
 }
 NEWEST = ("training-operator@v1.9.4", "trainer@v2.3.0", "kueue@v0.19.2", "kserve@v0.20.0")

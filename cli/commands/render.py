@@ -107,51 +107,47 @@ def _experiment_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def karmada_object(args: argparse.Namespace) -> dict:
-    """A Karmada PropagationPolicy spreading the queue's jobs over member clusters."""
+    """A Karmada PropagationPolicy placing each of the queue's jobs in one member cluster."""
     from components.specs.karmada import propagation_policy
 
-    names = [name for name, _ in args.cluster]
-    if len(set(names)) < len(names):
-        raise UsageError(f"--cluster: each member cluster once, got {', '.join(names)}")
+    if len(set(args.cluster)) < len(args.cluster):
+        raise UsageError(f"--cluster: each member cluster once, got {', '.join(args.cluster)}")
     return propagation_policy(
         name=args.policy_name,
         namespace=check_namespace_name(args.namespace) or "kubeflow",
         queue_name=args.queue_name,
-        cluster_weights=dict(args.cluster),
-        one_cluster_per_job=args.one_cluster_per_job,
+        clusters=args.cluster,
     )
 
 
-def cluster_weight(text: str) -> tuple[str, int]:
-    """``NAME=WEIGHT`` (a member cluster and its integer weight >= 1) as a pair."""
-    name, sep, weight = text.partition("=")
-    if not (
-        sep and is_dns_label(name, KARMADA_CLUSTER_MAX) and weight.isdigit() and int(weight) >= 1
-    ):
+def member_cluster(text: str) -> str:
+    """A Karmada member cluster's name (a DNS label of at most 48 characters)."""
+    if "=" in text:
         raise argparse.ArgumentTypeError(
-            f"expected NAME=WEIGHT (NAME a cluster name, WEIGHT an integer >= 1), got {text!r}"
+            f"expected a member cluster's name, got {text!r}: weights are gone, each job goes "
+            "whole to one cluster with room for it (docs/operations.md, Karmada)"
         )
-    return name, int(weight)
+    if not is_dns_label(text, KARMADA_CLUSTER_MAX):
+        raise argparse.ArgumentTypeError(
+            f"expected a member cluster's name (a DNS label of at most {KARMADA_CLUSTER_MAX} "
+            f"characters), got {text!r}"
+        )
+    return text
 
 
 def _karmada_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cluster",
-        type=cluster_weight,
+        type=member_cluster,
         action="append",
         required=True,
-        metavar="NAME=WEIGHT",
-        help="a member cluster and its static weight; repeat for each cluster",
+        metavar="NAME",
+        help="a member cluster a job may go to; repeat for each cluster",
     )
     parser.add_argument("--policy-name", default="fmnist-training-jobs", help="metadata.name")
     parser.add_argument("--namespace", help="where the jobs run (default: kubeflow)")
     parser.add_argument(
-        "--queue-name", default="fmnist-gpu", help="the Kueue LocalQueue of the jobs to spread"
-    )
-    parser.add_argument(
-        "--one-cluster-per-job",
-        action="store_true",
-        help="place each job whole in exactly one of the clusters (else: in every one)",
+        "--queue-name", default="fmnist-gpu", help="the Kueue LocalQueue of the jobs to place"
     )
 
 
@@ -166,7 +162,8 @@ KINDS = {
         _experiment_flags,
     ),
     "karmada": Kind(
-        "a Karmada PropagationPolicy for the PyTorchJobs and TrainJobs of a queue",
+        "a Karmada PropagationPolicy placing each PyTorchJob and TrainJob of a queue in one "
+        "member cluster",
         karmada_object,
         _karmada_flags,
     ),

@@ -1,4 +1,4 @@
-"""A Karmada PropagationPolicy spreading the pipeline's training jobs over member clusters."""
+"""A Karmada PropagationPolicy placing each of the pipeline's training jobs in one cluster."""
 
 from __future__ import annotations
 
@@ -6,44 +6,21 @@ from components.specs.kinds import PROPAGATION_POLICY, PYTORCHJOB, TRAINJOB
 from components.specs.pytorchjob import QUEUE_LABEL
 
 
-def propagation_policy(
-    *,
-    name: str,
-    namespace: str,
-    queue_name: str,
-    cluster_weights: dict[str, int],
-    one_cluster_per_job: bool = False,
-) -> dict:
+def propagation_policy(*, name: str, namespace: str, queue_name: str, clusters: list[str]) -> dict:
     """A PropagationPolicy for the PyTorchJobs and TrainJobs of one Kueue queue in ``namespace``.
 
-    The member clusters get a static weight each, under a Divided/Weighted replica
-    division. Karmada's default interpreter counts no replicas in a PyTorchJob or a
-    TrainJob, so every selected cluster receives the whole job; ``one_cluster_per_job``
-    adds a spread constraint that places each job in exactly one of the clusters instead.
-    The ConfigMaps, Secrets and PVCs the job's pods refer to follow it (``propagateDeps``).
+    Each job goes whole to exactly one of ``clusters``: one that has the GPUs, CPUs and
+    memory of all its replicas free (a spread constraint of one cluster, with which
+    Karmada's scheduler sizes a job by its pod templates: feature gate
+    MultiplePodTemplatesScheduling; and a Divided/Aggregated replica scheduling, without
+    which it does not look at free capacity). Without the constraint every listed cluster
+    would receive, and run, the whole job. A job on a cluster that gets a NoExecute taint is
+    deleted there before it is created elsewhere (purge mode Directly), so that two copies
+    never train at once. The ConfigMaps, Secrets and PVCs its pods use follow it
+    (``propagateDeps``).
     """
-    if not cluster_weights:
+    if not clusters:
         raise ValueError("at least one member cluster is required")
-    for cluster, weight in cluster_weights.items():
-        if weight < 1:
-            raise ValueError(f"the weight of cluster {cluster!r} must be >= 1, got {weight}")
-    placement = {
-        "clusterAffinity": {"clusterNames": list(cluster_weights)},
-        "replicaScheduling": {
-            "replicaSchedulingType": "Divided",
-            "replicaDivisionPreference": "Weighted",
-            "weightPreference": {
-                "staticWeightList": [
-                    {"targetCluster": {"clusterNames": [cluster]}, "weight": weight}
-                    for cluster, weight in cluster_weights.items()
-                ]
-            },
-        },
-    }
-    if one_cluster_per_job:
-        placement["spreadConstraints"] = [
-            {"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}
-        ]
     selectors = [
         {
             "apiVersion": resource.api_version,
@@ -53,9 +30,26 @@ def propagation_policy(
         }
         for resource in (PYTORCHJOB, TRAINJOB)
     ]
+    placement = {
+        "clusterAffinity": {"clusterNames": list(clusters)},
+        "spreadConstraints": [{"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}],
+        # Divided: without it the scheduler ignores free capacity; Aggregated: with static
+        # weights, or none, it ignores the spread constraint instead (Karmada v1.18.1
+        # pkg/scheduler/core/spreadconstraint/select_clusters.go). A job of several pod
+        # templates is not divided anyway (pkg/scheduler/core/common.go AssignReplicas).
+        "replicaScheduling": {
+            "replicaSchedulingType": "Divided",
+            "replicaDivisionPreference": "Aggregated",
+        },
+    }
     return {
         "apiVersion": PROPAGATION_POLICY.api_version,
         "kind": PROPAGATION_POLICY.kind,
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"resourceSelectors": selectors, "propagateDeps": True, "placement": placement},
+        "spec": {
+            "resourceSelectors": selectors,
+            "propagateDeps": True,
+            "placement": placement,
+            "failover": {"cluster": {"purgeMode": "Directly"}},
+        },
     }

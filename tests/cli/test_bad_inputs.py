@@ -151,7 +151,7 @@ BAD_INPUTS = [
         "must be a grid of at most 10000 points (the steps make 69999307)",
     ),
     (
-        ["fmnist", "render", "karmada", "--cluster", "a=1", "--namespace", "Team_A"],
+        ["fmnist", "render", "karmada", "--cluster", "a", "--namespace", "Team_A"],
         "--namespace must be a lowercase DNS label",
     ),
     # --- fmnist compile (part A) -------------------------------------------------------------

@@ -331,7 +331,7 @@ def test_the_predictor_asks_for_the_serving_gpu_resource(changes, limits, valida
 
 def test_karmada_policy_selects_both_job_kinds_of_the_queue(validate_crd):
     policy = propagation_policy(
-        name="p", namespace="kubeflow", queue_name="fmnist-gpu", cluster_weights={"a": 1, "b": 3}
+        name="p", namespace="kubeflow", queue_name="fmnist-gpu", clusters=["a", "b"]
     )
     validate_crd(policy)
     kinds = {(s["apiVersion"], s["kind"]) for s in policy["spec"]["resourceSelectors"]}
@@ -343,8 +343,6 @@ def test_karmada_policy_selects_both_job_kinds_of_the_queue(validate_crd):
         assert selector["labelSelector"] == {
             "matchLabels": {"kueue.x-k8s.io/queue-name": "fmnist-gpu"}
         }
-    with pytest.raises(ValueError, match="weight of cluster 'a' must be >= 1"):
-        propagation_policy(name="p", namespace="n", queue_name="q", cluster_weights={"a": 0})
 
 
 def test_pss_check_catches_what_restricted_forbids():

@@ -353,13 +353,15 @@ def test_mig_queue_covers_a_mig_profile(kueue):
 
 
 def test_karmada_policy_is_what_the_builder_makes(render_kustomization):
-    (policy,) = render_kustomization(K8S / "karmada")
-    assert policy == propagation_policy(
-        name="fmnist-training-jobs",
-        namespace="kubeflow",
-        queue_name=JOBS["gpu"].queue,
-        cluster_weights={"member1": 1, "member2": 1},
-    )
+    policies = by_kind(render_kustomization(K8S / "karmada"), "PropagationPolicy")
+    assert list(policies.values()) == [
+        propagation_policy(
+            name="fmnist-training-jobs",
+            namespace="kubeflow",
+            queue_name=JOBS["gpu"].queue,
+            clusters=["member1", "member2"],
+        )
+    ]
 
 
 def test_volumes_are_the_ones_the_pipeline_and_the_sweep_command_use(render_kustomization):

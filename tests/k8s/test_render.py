@@ -18,7 +18,7 @@ from components.specs.karmada import propagation_policy
 from components.specs.kinds import PROPAGATION_POLICY
 
 REPO = Path(__file__).resolve().parents[2]
-KIND_FLAGS = {"karmada": ["--cluster", "member1=1"]}
+KIND_FLAGS = {"karmada": ["--cluster", "member1"]}
 
 
 def run_render(argv: list[str], capsys) -> list[dict]:
@@ -38,18 +38,10 @@ def test_every_kind_renders_objects_that_pass_their_schema(kind, capsys, validat
 
 
 @pytest.mark.parametrize(
-    ("flags", "weights", "spread"),
-    [
-        (["--cluster", "member3=1", "--cluster", "member4=1"], {"member3": 1, "member4": 1}, False),
-        (
-            ["--cluster", "gpu-a=3", "--cluster", "gpu-b=1", "--cluster", "cpu-c=1"],
-            {"gpu-a": 3, "gpu-b": 1, "cpu-c": 1},
-            False,
-        ),
-        (["--cluster", "only=1", "--one-cluster-per-job"], {"only": 1}, True),
-    ],
+    "clusters", [["member3", "member4"], ["gpu-a", "gpu-b", "cpu-c"], ["only"]]
 )
-def test_karmada_policy_for_the_given_clusters(flags, weights, spread, capsys, validate_object):
+def test_karmada_policy_for_the_given_clusters(clusters, capsys, validate_object):
+    flags = [flag for cluster in clusters for flag in ("--cluster", cluster)]
     (policy,) = run_render(
         ["karmada", *flags, "--namespace", "team-a", "--queue-name", "gpu"], capsys
     )
@@ -68,17 +60,23 @@ def test_karmada_policy_for_the_given_clusters(flags, weights, spread, capsys, v
         )
     ]
     placement = policy["spec"]["placement"]
-    assert placement["clusterAffinity"]["clusterNames"] == list(weights)
-    static = placement["replicaScheduling"]["weightPreference"]["staticWeightList"]
-    assert {
-        entry["targetCluster"]["clusterNames"][0]: entry["weight"] for entry in static
-    } == weights
-    assert ("spreadConstraints" in placement) is spread
+    assert placement["clusterAffinity"]["clusterNames"] == clusters
+    # each job whole in one cluster, never duplicated into all of them
+    assert placement["spreadConstraints"] == [
+        {"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}
+    ]
+    # the only replica scheduling under which Karmada v1.18.1 both honours the spread
+    # constraint and looks at free capacity (spreadconstraint/select_clusters.go)
+    assert placement["replicaScheduling"] == {
+        "replicaSchedulingType": "Divided",
+        "replicaDivisionPreference": "Aggregated",
+    }
+    assert policy["spec"]["failover"] == {"cluster": {"purgeMode": "Directly"}}
     assert policy["spec"]["propagateDeps"] is True  # the job's PVCs, ConfigMaps, Secrets follow
 
 
 def test_karmada_defaults_reproduce_the_committed_policy(capsys):
-    (policy,) = run_render(["karmada", "--cluster", "member1=1", "--cluster", "member2=1"], capsys)
+    (policy,) = run_render(["karmada", "--cluster", "member1", "--cluster", "member2"], capsys)
     committed = yaml.safe_load((REPO / "k8s" / "karmada" / "propagation-policy.yaml").read_text())
     assert policy == committed
     assert (policy["apiVersion"], policy["kind"]) == (
@@ -91,11 +89,9 @@ def test_karmada_defaults_reproduce_the_committed_policy(capsys):
     "argv",
     [
         ["karmada"],  # no cluster at all
-        ["karmada", "--cluster", "member1"],  # no weight
-        ["karmada", "--cluster", "member1=0"],
-        ["karmada", "--cluster", "member1=-2"],
-        ["karmada", "--cluster", "member1=1.5"],
-        ["karmada", "--cluster", "Member_1=1"],  # not a cluster name
+        ["karmada", "--cluster", "member1=1"],  # the weights of earlier releases
+        ["karmada", "--cluster", "Member_1"],  # not a cluster name
+        ["karmada", "--cluster", "m" * 49],  # longer than Karmada allows
     ],
 )
 def test_bad_cluster_flags_are_usage_errors_naming_the_flag(argv, capsys):
@@ -107,10 +103,9 @@ def test_bad_cluster_flags_are_usage_errors_naming_the_flag(argv, capsys):
 
 def test_a_cluster_given_twice_is_a_usage_error(capsys):
     with pytest.raises(UsageError, match="--cluster: each member cluster once"):
-        run_render(["karmada", "--cluster", "a=1", "--cluster", "a=2"], capsys)
+        run_render(["karmada", "--cluster", "a", "--cluster", "a"], capsys)
 
 
-@pytest.mark.parametrize("weights", [{}, {"member1": 0}])
-def test_builder_rejects_no_cluster_or_a_zero_weight(weights):
-    with pytest.raises(ValueError, match="cluster"):
-        propagation_policy(name="p", namespace="ns", queue_name="q", cluster_weights=weights)
+def test_builder_rejects_no_cluster():
+    with pytest.raises(ValueError, match="at least one member cluster"):
+        propagation_policy(name="p", namespace="ns", queue_name="q", clusters=[])

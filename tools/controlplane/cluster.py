@@ -7,6 +7,7 @@
     python tools/controlplane/cluster.py status
     python tools/controlplane/cluster.py images                  # build the images (cached)
     python tools/controlplane/cluster.py restart-apiserver [--down-seconds N]
+    python tools/controlplane/cluster.py karmada   # attach Karmada, the workers its members
 
 Every component is built with ``go build`` from the module pinned in
 ``tools/controlplane/<component>/go.mod`` (the ``tool`` directives name the programs) into a
@@ -33,6 +34,11 @@ maps rendered with kustomize from the same module. ``up`` then
 6. starts CoreDNS and the real node (harness/node.py: containerd v2 with runc, the bridge
    CNI and a kubelet), imports the images of harness/images.py into it and waits until it
    is Ready.
+
+``karmada``, on a running cluster with both workers, starts Karmada's control plane (its own
+kube-apiserver, and the aggregated apiserver, webhook, controller manager and scheduler that
+``build`` built) and joins the two workers to it as members (harness/karmada.py;
+build/cluster/kubeconfig-karmada).
 
 The work is done by the ``harness`` package beside this file, one module per concern.
 Files: build/cluster/kubeconfig (admin), build/cluster/logs/<component>.log,

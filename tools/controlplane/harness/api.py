@@ -14,7 +14,7 @@ import yaml
 from harness.paths import RUN
 
 # The kinds the harness creates in a namespace (every other one is cluster-scoped).
-NAMESPACED = {"ConfigMap", "Secret", "Service"}
+NAMESPACED = {"ConfigMap", "Secret", "Service", "ServiceAccount"}
 
 
 def plural(kind: str) -> str:

@@ -13,7 +13,17 @@ from pathlib import Path
 
 import yaml
 
-from harness import api_service, control_plane, dns, images, multikueue, node, volumes, workers
+from harness import (
+    api_service,
+    control_plane,
+    dns,
+    images,
+    karmada,
+    multikueue,
+    node,
+    volumes,
+    workers,
+)
 from harness.api import Api
 from harness.build import build, build_all
 from harness.components import components
@@ -184,6 +194,7 @@ def down(args=None) -> None:
     pids = [int(p.read_text()) for p in PIDS.glob("*.pid")] if PIDS.exists() else []
     terminate(pids, 15)
     shutil.rmtree(PIDS, ignore_errors=True)
+    karmada.stop()
     workers.stop_all()
     control_plane.stop_control_plane()
     for folder in (training_operator.CERTS, katib.CERTS):  # ours only: same bytes as build's
@@ -193,6 +204,32 @@ def down(args=None) -> None:
     for path in BUILD.glob("kfp*-host"):  # KFP API servers attached to this cluster went with it
         path.unlink()
     print("cluster down", flush=True)
+
+
+def attach_karmada(args) -> None:
+    """Karmada's control plane over the running cluster's two workers (harness/karmada.py)."""
+    if not STATE.exists() or not karmada.workers_running():
+        raise SystemExit("no cluster with two workers here: run `cluster.py up` first")
+    started = time.monotonic()
+    state = json.loads(STATE.read_text())
+    state["pids"] = {n: pid for n, pid in state["pids"].items() if not n.startswith("karmada-")}
+    karmada.stop()  # one attached before
+    try:
+        state["pids"] |= karmada.attach(make_pki(), state["trainer"])
+    except BaseException:
+        print(
+            "attaching Karmada failed; stopping it (logs stay in build/cluster/logs)",
+            file=sys.stderr,
+        )
+        karmada.stop()
+        raise
+    STATE.write_text(json.dumps(state, indent=1))
+    print(
+        f"Karmada up in {time.monotonic() - started:.1f} s, members "
+        f"{', '.join(f'{m} ({w})' for m, w in karmada.MEMBERS.items())}; "
+        f"KUBECONFIG={karmada.KUBECONFIG}",
+        flush=True,
+    )
 
 
 def status(args) -> None:
@@ -241,6 +278,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     sub.choices["up"].add_argument(
         "--workers", type=int, choices=range(len(workers.WORKERS) + 1), default=len(workers.WORKERS)
     )
+    sub.add_parser("karmada")  # attach Karmada to a running cluster (its two workers)
     sub.add_parser("down")
     sub.add_parser("images")  # build the images (cached); each one's size and seconds
     sub.add_parser("status")
@@ -274,6 +312,8 @@ def main(argv: list[str], description: str = "") -> None:
             )
             down()
             raise
+    elif args.command == "karmada":
+        attach_karmada(args)
     elif args.command == "images":
         images.report()
     elif args.command == "down":

@@ -158,9 +158,53 @@ def _kubeflow(trainer: str, kserve: str) -> list[Component]:
     ]
 
 
+def _karmada() -> Component:
+    """Karmada's control plane (harness/karmada.py), over the MultiKueue workers."""
+    module = "github.com/karmada-io/karmada"
+    crds = "charts/karmada/_crds/bases"
+    return Component(
+        "karmada",
+        module,
+        {
+            f"karmada-{name}": f"{module}/cmd/{name}"
+            for name in ("aggregated-apiserver", "controller-manager", "scheduler", "webhook")
+        },
+        # The CRDs without the kustomization's conversion patches: only the bindings have a
+        # second version (v1alpha1), which nothing here reads.
+        files=(
+            *(f"{crds}/{path}" for path in KARMADA_CRDS),
+            "artifacts/deploy/webhook-configuration.yaml",
+        ),
+    )
+
+
+# charts/karmada/_crds/kustomization.yaml's resources (Karmada v1.18.1).
+KARMADA_CRDS = (
+    "multicluster/multicluster.x-k8s.io_serviceexports.yaml",
+    "multicluster/multicluster.x-k8s.io_serviceimports.yaml",
+    "policy/policy.karmada.io_clusteroverridepolicies.yaml",
+    "policy/policy.karmada.io_clusterpropagationpolicies.yaml",
+    "policy/policy.karmada.io_clustertaintpolicies.yaml",
+    "policy/policy.karmada.io_federatedresourcequotas.yaml",
+    "policy/policy.karmada.io_overridepolicies.yaml",
+    "policy/policy.karmada.io_propagationpolicies.yaml",
+    "work/work.karmada.io_resourcebindings.yaml",
+    "work/work.karmada.io_clusterresourcebindings.yaml",
+    "work/work.karmada.io_works.yaml",
+    "config/config.karmada.io_resourceinterpretercustomizations.yaml",
+    "config/config.karmada.io_resourceinterpreterwebhookconfigurations.yaml",
+    "networking/networking.karmada.io_multiclusteringresses.yaml",
+    "networking/networking.karmada.io_multiclusterservices.yaml",
+    "autoscaling/autoscaling.karmada.io_federatedhpas.yaml",
+    "autoscaling/autoscaling.karmada.io_cronfederatedhpas.yaml",
+    "remedy/remedy.karmada.io_remedies.yaml",
+    "apps/apps.karmada.io_workloadrebalancers.yaml",
+)
+
+
 def components(trainer: str, kserve: str) -> dict[str, Component]:
     """The components of one cluster, by folder name."""
-    found = _control_plane() + _node() + _kubeflow(trainer, kserve)
+    found = _control_plane() + _node() + _kubeflow(trainer, kserve) + [_karmada()]
     for component in found:
         if not (component.dir / "go.mod").exists():
             raise SystemExit(f"no {component.dir}/go.mod: choose a version that has a folder")

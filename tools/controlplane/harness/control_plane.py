@@ -46,15 +46,18 @@ def kwok_cluster_dir(name: str = CLUSTER) -> Path:
     return KWOK_WORKDIR / "clusters" / name
 
 
-def _kwokctl_config(name: str) -> dict:
+def _kwokctl_config(name: str, apiserver_args: list[dict]) -> dict:
     """Our binaries, loopback only, RBAC and admission on, kwok's log CRDs.
 
-    The main cluster's apiserver also gets what the real node needs; a worker's does not.
+    The main cluster's apiserver also gets what the real node needs; another cluster's gets
+    ``apiserver_args`` only.
     """
     pki = kwok_cluster_dir(name) / "pki"  # what kwokctl creates
     patches = _component_patches(pki)
     if name != CLUSTER:
         patches = [patch for patch in patches if patch["name"] != "kube-apiserver"]
+        if apiserver_args:
+            patches.append({"name": "kube-apiserver", "extraArgs": apiserver_args})
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokctlConfiguration",
@@ -128,11 +131,14 @@ def _log_prefix(name: str) -> str:
 
 
 def start_control_plane(
-    stage_files: list[Path], name: str = CLUSTER, kubeconfig: Path = KUBECONFIG
+    stage_files: list[Path],
+    name: str = CLUSTER,
+    kubeconfig: Path = KUBECONFIG,
+    apiserver_args: tuple[dict, ...] = (),
 ) -> None:
     """Kwokctl create cluster --runtime binary with our binaries and kwok's pod stages."""
     path = RUN / f"kwokctl-{name}.yaml"
-    path.write_text(yaml.safe_dump(_kwokctl_config(name)))
+    path.write_text(yaml.safe_dump(_kwokctl_config(name, list(apiserver_args))))
     command = [str(BIN / "kwokctl")]
     for config_file in [path, *stage_files]:
         command += ["--config", str(config_file)]

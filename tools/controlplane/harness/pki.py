@@ -20,6 +20,7 @@ SERVICE_NAMES = [
     "kubeflow-trainer-controller-manager.kubeflow-system.svc",
     "katib-controller.kubeflow.svc",
     "kserve-webhook-server-service.kserve.svc",
+    "karmada-aggregated-apiserver.karmada-system.svc",  # harness/karmada.py's APIService
 ]
 
 
@@ -31,14 +32,17 @@ def make_pki() -> dict[str, Path]:
     """
     PKI.mkdir(parents=True, exist_ok=True)
     paths = {name: PKI / name for name in ("ca.crt", "ca.key", "tls.crt", "tls.key")}
-    if all(path.exists() for path in paths.values()):
-        return paths
-    ca_names = ",".join(f"DNS:{name}" for name in CA_NAMES)
     tls_names = ",".join(f"DNS:{name}" for name in ["localhost", *SERVICE_NAMES])
-    (PKI / "tls.ext").write_text(
+    extensions = (
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
         f"extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,{tls_names}\n"
     )
+    made_for = PKI / "tls.ext"  # the names the certificate here was made for
+    if made_for.exists() and made_for.read_text() == extensions:
+        if all(path.exists() for path in paths.values()):
+            return paths
+    ca_names = ",".join(f"DNS:{name}" for name in CA_NAMES)
+    made_for.write_text(extensions)
     ca_key, ca_crt, key, crt = (str(paths[n]) for n in ("ca.key", "ca.crt", "tls.key", "tls.crt"))
     csr = str(PKI / "tls.csr")
     for command in (
