@@ -52,7 +52,8 @@ KARMADA_KUBECONFIG = BUILD / "kubeconfig-karmada"
 MEMBERS = {"member1": "worker-1", "member2": "worker-2"}
 NAMESPACE = "kubeflow"
 GPU = "nvidia.com/gpu"
-GPU_NODES = ("gpu-node-1", "gpu-node-2")  # 8 GPUs each (tools/controlplane/config/nodes.yaml)
+GPU_NODES = ("gpu-node-1", "gpu-node-2")  # of every member (tools/controlplane/config/nodes.yaml)
+GPUS_PER_NODE = 8
 CLUSTERS = ("cluster.karmada.io", "v1alpha1", "clusters")
 BINDINGS = ("work.karmada.io", "v1alpha2", "resourcebindings")
 PYTORCHJOBS = ("kubeflow.org", "v1", "pytorchjobs")
@@ -109,8 +110,9 @@ def _ready(karmada, member: str) -> bool:
 
 def _job(api, plural: tuple[str, str, str], name: str) -> dict | None:
     """The job on a member (or on Karmada), or None."""
-    custom = api if isinstance(api, kubernetes.client.CustomObjectsApi) else None
-    custom = custom or kubernetes.client.CustomObjectsApi(api)
+    custom = api
+    if not isinstance(api, kubernetes.client.CustomObjectsApi):
+        custom = kubernetes.client.CustomObjectsApi(api)
     try:
         return custom.get_namespaced_custom_object(*plural[:2], NAMESPACE, plural[2], name)
     except ApiException as error:
@@ -119,15 +121,20 @@ def _job(api, plural: tuple[str, str, str], name: str) -> dict | None:
         raise
 
 
-def _placed_in(karmada, kind: str, name: str) -> list[str]:
-    """The clusters the job's ResourceBinding names (empty until it is scheduled)."""
-    for binding in karmada.list_namespaced_custom_object(*BINDINGS[:2], NAMESPACE, BINDINGS[2])[
-        "items"
-    ]:
+def _binding(karmada, kind: str, name: str) -> dict | None:
+    """The job's ResourceBinding on Karmada, or None."""
+    bindings = karmada.list_namespaced_custom_object(*BINDINGS[:2], NAMESPACE, BINDINGS[2])
+    for binding in bindings["items"]:
         resource = binding["spec"]["resource"]
         if (resource["kind"], resource["name"]) == (kind, name):
-            return [target["name"] for target in binding["spec"].get("clusters") or []]
-    return []
+            return binding
+    return None
+
+
+def _placed_in(karmada, kind: str, name: str) -> list[str]:
+    """The clusters the job's ResourceBinding names (empty until it is scheduled)."""
+    binding = _binding(karmada, kind, name) or {"spec": {}}
+    return [target["name"] for target in binding["spec"].get("clusters") or []]
 
 
 def _gpus_allocated(karmada, member: str) -> int:
@@ -154,14 +161,21 @@ def gpus_taken(karmada, members, member: str):
                     "nodeName": node,
                     "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
                     "containers": [
-                        {"name": "hold", "image": "holder", "resources": {"limits": {GPU: "8"}}}
+                        {
+                            "name": "hold",
+                            "image": "holder",
+                            "resources": {"limits": {GPU: str(GPUS_PER_NODE)}},
+                        }
                     ],
                 },
             },
         )
         names.append(name)
     try:
-        wait_for(lambda: _gpus_allocated(karmada, member) == 16, 60, f"{member}'s GPUs taken")
+        everything = GPUS_PER_NODE * len(GPU_NODES)
+        wait_for(
+            lambda: _gpus_allocated(karmada, member) == everything, 60, f"{member}'s GPUs taken"
+        )
         yield
     finally:
         for name in names:
@@ -169,10 +183,9 @@ def gpus_taken(karmada, members, member: str):
         wait_for(lambda: _gpus_allocated(karmada, member) == 0, 60, f"{member}'s GPUs free")
 
 
-def _training(workers: int = 2, gpus: int = 1) -> TrainingJob:
-    return TrainingJob(
-        workers=workers, gpus_per_worker=gpus, nproc_per_node=gpus, timeout_seconds=600
-    )
+def _training() -> TrainingJob:
+    """Two nodes of one GPU each, as the pipeline's default GPU job asks."""
+    return TrainingJob(workers=2, gpus_per_worker=1, nproc_per_node=1, timeout_seconds=600)
 
 
 def _placement(settings: str = "") -> Placement:
@@ -330,15 +343,11 @@ def test_with_no_member_free_the_job_waits_in_karmada_for_the_first_that_frees_u
 
 def _binding_scheduled(karmada, name: str) -> dict | None:
     """The job's binding's clusters and its Scheduled condition's message, once it has one."""
-    for binding in karmada.list_namespaced_custom_object(*BINDINGS[:2], NAMESPACE, BINDINGS[2])[
-        "items"
-    ]:
-        if binding["spec"]["resource"]["name"] != name:
-            continue
-        for found in binding.get("status", {}).get("conditions") or []:
-            if found["type"] == "Scheduled":
-                clusters = [c["name"] for c in binding["spec"].get("clusters") or []]
-                return {"clusters": clusters, "message": found["message"]}
+    binding = _binding(karmada, "PyTorchJob", name) or {}
+    for found in binding.get("status", {}).get("conditions") or []:
+        if found["type"] == "Scheduled":
+            clusters = [c["name"] for c in binding["spec"].get("clusters") or []]
+            return {"clusters": clusters, "message": found["message"]}
     return None
 
 
