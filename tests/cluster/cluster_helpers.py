@@ -1,6 +1,6 @@
 """Helpers for the cluster tier's tests (tests/cluster/conftest.py puts this folder on sys.path).
 
-from cluster_helpers import account_kubeconfig, condition, queue_for, wait_for
+from cluster_helpers import account_kubeconfig, condition, queue_for, remote_job, wait_for
 """
 
 from __future__ import annotations
@@ -103,3 +103,16 @@ def account_kubeconfig(api_client, admin: Path, account: str, namespace: str) ->
         "current-context": account,
     }
     return token, kubeconfig
+
+
+def remote_job(api_client, plural: tuple[str, str, str], namespace: str, name: str) -> dict | None:
+    """A job (group, version, plural) through ``api_client`` (a worker, a Karmada member or
+    Karmada itself), or None."""
+    try:
+        return kubernetes.client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+            *plural[:2], namespace, plural[2], name
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise

@@ -37,7 +37,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 import yaml
-from cluster_helpers import condition, wait_for
+from cluster_helpers import condition, remote_job, wait_for
 from kubernetes.client.exceptions import ApiException
 
 from components.specs.params import TrainingJob
@@ -106,19 +106,6 @@ def kit(karmada, members, kubectl) -> None:
 
 def _ready(karmada, member: str) -> bool:
     return condition(karmada.get_cluster_custom_object(*CLUSTERS, member), "Ready") == "True"
-
-
-def _job(api, plural: tuple[str, str, str], name: str) -> dict | None:
-    """The job on a member (or on Karmada), or None."""
-    custom = api
-    if not isinstance(api, kubernetes.client.CustomObjectsApi):
-        custom = kubernetes.client.CustomObjectsApi(api)
-    try:
-        return custom.get_namespaced_custom_object(*plural[:2], NAMESPACE, plural[2], name)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
 
 
 def _binding(karmada, kind: str, name: str) -> dict | None:
@@ -274,9 +261,11 @@ def test_a_pytorchjob_goes_whole_to_the_member_with_free_gpus_and_reports_back(
         try:
             placed = wait_for(lambda: _placed_in(karmada, "PyTorchJob", name), 60, "placement")
             assert placed == ["member2"]
-            there = wait_for(lambda: _job(members["member2"], PYTORCHJOBS, name), 60, "the job")
+            there = wait_for(
+                lambda: remote_job(members["member2"], PYTORCHJOBS, NAMESPACE, name), 60, "the job"
+            )
             assert there["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "fmnist-gpu"
-            done = _wait_condition(karmada, PYTORCHJOBS, name, "Succeeded", 120)
+            done = _wait_condition(karmada.api_client, PYTORCHJOBS, name, "Succeeded", 120)
             statuses = done["status"]["replicaStatuses"]
             assert (statuses["Master"]["succeeded"], statuses["Worker"]["succeeded"]) == (1, 1)
             # the Training Operator removes the worker's pod once the job is done
@@ -287,14 +276,18 @@ def test_a_pytorchjob_goes_whole_to_the_member_with_free_gpus_and_reports_back(
             assert replica_types <= {"master", "worker"}
             assert {p.spec.node_name for p in pods} <= set(GPU_NODES)
             assert not _pods(members["member1"], f"training.kubeflow.org/job-name={name}")
-            assert _job(members["member1"], PYTORCHJOBS, name) is None
+            assert remote_job(members["member1"], PYTORCHJOBS, NAMESPACE, name) is None
             assert _config_maps(members["member2"]) >= {settings}
             assert settings not in _config_maps(members["member1"])
         finally:
             _delete(karmada, PYTORCHJOBS, name)
             with contextlib.suppress(ApiException):
                 core.delete_namespaced_config_map(settings, NAMESPACE)
-        wait_for(lambda: _job(members["member2"], PYTORCHJOBS, name) is None, 60, "gone there")
+        wait_for(
+            lambda: remote_job(members["member2"], PYTORCHJOBS, NAMESPACE, name) is None,
+            60,
+            "gone there",
+        )
 
 
 def _config_maps(api) -> set[str]:
@@ -306,7 +299,7 @@ def _wait_condition(api, plural, name: str, kind: str, timeout: float) -> dict:
     """The job on ``api`` once its condition ``kind`` is True."""
 
     def reached():
-        job = _job(api, plural, name)
+        job = remote_job(api, plural, NAMESPACE, name)
         return job if job and condition(job, kind) == "True" else None
 
     return wait_for(reached, timeout, f"{kind} on {name}")
@@ -364,17 +357,21 @@ def test_a_trainjob_is_sized_by_its_nodes_and_its_status_comes_back(kit, karmada
         try:
             placed = wait_for(lambda: _placed_in(karmada, "TrainJob", name), 60, "placement")
             assert placed == ["member2"]
-            done = _wait_condition(karmada, TRAINJOBS, name, "Complete", 180)
+            done = _wait_condition(karmada.api_client, TRAINJOBS, name, "Complete", 180)
             assert condition(done, "Failed") != "True"
-            assert _job(members["member1"], TRAINJOBS, name) is None
-            there = _job(members["member2"], TRAINJOBS, name)
+            assert remote_job(members["member1"], TRAINJOBS, NAMESPACE, name) is None
+            there = remote_job(members["member2"], TRAINJOBS, NAMESPACE, name)
             assert condition(there, "Complete") == "True"
             # Kueue's own patch survived Karmada's writes: without it Kueue never unsuspends
             managers = [patch["manager"] for patch in there["spec"]["runtimePatches"]]
             assert managers == ["fmnist.dev/pipeline", "kueue.x-k8s.io/manager"]
         finally:
             _delete(karmada, TRAINJOBS, name)
-        wait_for(lambda: _job(members["member2"], TRAINJOBS, name) is None, 60, "gone there")
+        wait_for(
+            lambda: remote_job(members["member2"], TRAINJOBS, NAMESPACE, name) is None,
+            60,
+            "gone there",
+        )
 
 
 def test_a_failure_on_the_member_is_the_template_s_failure(kit, karmada, members):
@@ -385,7 +382,7 @@ def test_a_failure_on_the_member_is_the_template_s_failure(kit, karmada, members
     karmada.create_namespaced_custom_object(*PYTORCHJOBS[:2], NAMESPACE, PYTORCHJOBS[2], job)
     try:
         (member,) = wait_for(lambda: _placed_in(karmada, "PyTorchJob", name), 60, "placement")
-        failed = _wait_condition(karmada, PYTORCHJOBS, name, "Failed", 120)
+        failed = _wait_condition(karmada.api_client, PYTORCHJOBS, name, "Failed", 120)
         (reason,) = [c for c in failed["status"]["conditions"] if c["type"] == "Failed"]
         assert reason["message"].endswith(f"failed in member clusters: {member}")
         assert condition(failed, "Succeeded") != "True"
@@ -411,7 +408,10 @@ def test_a_noexecute_taint_moves_a_running_job_to_the_other_member(kit, karmada,
         def count_copies():  # how many members hold the job at once, while it moves
             while not stop.is_set():
                 copies.append(
-                    sum(_job(api, PYTORCHJOBS, name) is not None for api in members.values())
+                    sum(
+                        remote_job(api, PYTORCHJOBS, NAMESPACE, name) is not None
+                        for api in members.values()
+                    )
                 )
                 stop.wait(0.2)
 
@@ -422,7 +422,11 @@ def test_a_noexecute_taint_moves_a_running_job_to_the_other_member(kit, karmada,
             lambda: _placed_in(karmada, "PyTorchJob", name) == [other] and [other], 90, "moved"
         ) == [other]
         _wait_condition(members[other], PYTORCHJOBS, name, "Running", 90)
-        wait_for(lambda: _job(members[tainted], PYTORCHJOBS, name) is None, 60, "gone there")
+        wait_for(
+            lambda: remote_job(members[tainted], PYTORCHJOBS, NAMESPACE, name) is None,
+            60,
+            "gone there",
+        )
         stop.set()
         counter.join()
         assert max(copies) == 1, "the job was on both members at once"
@@ -466,7 +470,11 @@ def test_karmada_leaves_kueue_s_suspend_and_placement_to_the_member(kit, karmada
                 *PYTORCHJOBS[:2], NAMESPACE, PYTORCHJOBS[2], job
             )
             (member,) = wait_for(lambda: _placed_in(karmada, "PyTorchJob", name), 60, "placement")
-            there = wait_for(lambda: _job(members[member], PYTORCHJOBS, name), 60, "the job there")
+            there = wait_for(
+                lambda: remote_job(members[member], PYTORCHJOBS, NAMESPACE, name),
+                60,
+                "the job there",
+            )
             assert there["spec"]["runPolicy"]["suspend"] is True  # Kueue's webhook, on create
             versions = _versions_while(
                 members[member], name, lambda: _annotate(karmada, name, "queued")
@@ -499,7 +507,7 @@ def _versions_while(api, name: str, change) -> list[dict]:
     """Every version of the member's job stored from ``change()`` until one carries the
     annotation it made (Karmada's write), that one included; fails if none does in 60 s."""
     custom = kubernetes.client.CustomObjectsApi(api)
-    current = _job(api, PYTORCHJOBS, name)
+    current = remote_job(api, PYTORCHJOBS, NAMESPACE, name)
     before = current["metadata"].get("annotations", {}).get("fmnist.test/note")
     watch = kubernetes.watch.Watch()
     versions = []

@@ -32,8 +32,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 import yaml
-from cluster_helpers import account_kubeconfig, condition, wait_for
-from kubernetes.client.exceptions import ApiException
+from cluster_helpers import account_kubeconfig, condition, remote_job, wait_for
 from step_helpers import job_name, pytorchjob, run_train, workload_of
 
 from components.runtime import waiting
@@ -148,18 +147,6 @@ def _log_reader_kubeconfig(worker: str, api, namespace: str) -> str:
     """A kubeconfig for the worker as its log-reader ServiceAccount (a TokenRequest token)."""
     _, config = account_kubeconfig(api, worker_kubeconfig(worker), "log-reader", namespace)
     return yaml.safe_dump(config)
-
-
-def remote_job(api, plural: tuple[str, str, str], namespace: str, name: str) -> dict | None:
-    """A job on a worker, or None."""
-    try:
-        return kubernetes.client.CustomObjectsApi(api).get_namespaced_custom_object(
-            *plural[:2], namespace, plural[2], name
-        )
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
 
 
 PYTORCHJOBS = ("kubeflow.org", "v1", "pytorchjobs")

@@ -25,7 +25,7 @@ def plural(kind: str) -> str:
     return name + ("es" if name.endswith("ss") else "s")
 
 
-def _condition_true(item: dict, kind: str) -> bool:
+def condition_true(item: dict, kind: str) -> bool:
     """Whether ``item`` has condition ``kind`` with status True."""
     conditions = item.get("status", {}).get("conditions") or []
     return any(c["type"] == kind and c["status"] == "True" for c in conditions)
@@ -84,9 +84,9 @@ class Api:
         """Whether every CRD named is Established (served)."""
         _, answer = self.call("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
         items = answer.get("items", [])
-        return names <= {i["metadata"]["name"] for i in items if _condition_true(i, "Established")}
+        return names <= {i["metadata"]["name"] for i in items if condition_true(i, "Established")}
 
     def nodes_ready(self, count: int) -> bool:
         """Whether ``count`` nodes report Ready."""
         _, answer = self.call("GET", "/api/v1/nodes")
-        return sum(_condition_true(n, "Ready") for n in answer.get("items", [])) >= count
+        return sum(condition_true(n, "Ready") for n in answer.get("items", [])) >= count

@@ -30,7 +30,7 @@ from harness.components import components
 from harness.controllers import controllers, katib, training_operator
 from harness.paths import BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
 from harness.pki import make_pki, remove_certs
-from harness.processes import Process, alive, http_ok, log_tail, terminate, tls_ok, wait_for
+from harness.processes import Process, alive, log_tail, terminate, wait_for, wait_ready
 
 LOCAL_VOLUMES = 32  # the real node's local PersistentVolumes (one per test workspace)
 
@@ -115,12 +115,7 @@ def _start_controllers(
     state = {"pids": pids, "processes": [p.__dict__ for p in processes]}
     for process in processes:
         if process.health:
-            wait_for(
-                f"{process.name} (readiness probe and webhook)",
-                lambda p=process: _ready(p, pids[p.name], pki["ca.crt"]),
-                120,
-                process.name,
-            )
+            wait_ready(process, pids[process.name], pki["ca.crt"])
     for process in processes:
         if not alive(pids[process.name]):
             raise SystemExit(f"{process.name} exited:\n{log_tail(LOGS / (process.name + '.log'))}")
@@ -142,16 +137,6 @@ def _merge(state: dict, more: dict) -> None:
     """Add a worker's pids and processes to the cluster's state."""
     state["pids"] |= more["pids"]
     state["processes"] += more["processes"]
-
-
-def _ready(process: Process, pid: int, ca) -> bool:
-    """Whether a controller answers its readiness probe and its webhook; exit if it died."""
-    if not alive(pid):
-        log = LOGS / f"{process.name}.log"
-        raise SystemExit(
-            f"{process.name} exited while starting; last lines of {log}:\n{log_tail(log)}"
-        )
-    return http_ok(process.health) and tls_ok(process.webhook_port, ca)
 
 
 def _after_webhooks(api: Api, trainer: str, nodes: int) -> None:

@@ -27,20 +27,11 @@ from pathlib import Path
 import yaml
 
 from harness import control_plane, workers
-from harness.api import Api
+from harness.api import Api, condition_true
 from harness.build import LOADER
-from harness.paths import BIN, BUILD, CLUSTER, LOGS, PIDS, RUN
+from harness.paths import BIN, BUILD, CLUSTER, PIDS, RUN
 from harness.pki import install_certs
-from harness.processes import (
-    Process,
-    alive,
-    free_port,
-    http_ok,
-    log_tail,
-    terminate,
-    tls_ok,
-    wait_for,
-)
+from harness.processes import Process, free_port, terminate, wait_for, wait_ready
 
 NAME = f"{CLUSTER}-karmada"  # kwokctl's name for Karmada's API server
 KUBECONFIG = BUILD / "kubeconfig-karmada"
@@ -79,14 +70,11 @@ def attach(pki: dict[str, Path], trainer: str) -> dict[str, int]:
     install_certs(certs, pki)
     aggregated, webhook = free_port(), free_port()
     etcd = f"http://127.0.0.1:{_etcd_port(NAME)}"
-    servers = [
-        (_aggregated_apiserver(etcd, certs, aggregated), aggregated),
-        (_webhook(certs, webhook), webhook),
-    ]
-    pids = {process.name: process.start() for process, _ in servers}
+    servers = [_aggregated_apiserver(etcd, certs, aggregated), _webhook(certs, webhook)]
+    pids = {process.name: process.start() for process in servers}
     api.create_all(_aggregated_api(aggregated, ca_bundle), "karmada-apiservice")
-    for process, port in servers:
-        _wait_ready(process, pids[process.name], lambda port=port: tls_ok(port, pki["ca.crt"]))
+    for process in servers:
+        wait_ready(process, pids[process.name], pki["ca.crt"])
     api.create_all(_webhook_configurations(webhook, ca_bundle), "karmada-webhooks")
     wait_for(
         "the APIService v1alpha1.cluster.karmada.io to be Available",
@@ -97,7 +85,7 @@ def attach(pki: dict[str, Path], trainer: str) -> dict[str, int]:
     for name in ("controller-manager", "scheduler"):
         process = _controller(name)
         pids[process.name] = process.start()
-        _wait_ready(process, pids[process.name], lambda url=process.health: http_ok(url))
+        wait_ready(process, pids[process.name], pki["ca.crt"])
     for member, worker in MEMBERS.items():
         api.create_all(_member_objects(member, worker), f"karmada-{member}")
     for member in MEMBERS:
@@ -223,6 +211,7 @@ def _aggregated_apiserver(etcd: str, certs: Path, port: int) -> Process:
             f"--tls-private-key-file={certs / 'tls.key'}",
         ],
         env={"KUBECONFIG": kubeconfig},
+        webhook_port=port,
     )
 
 
@@ -240,6 +229,7 @@ def _webhook(certs: Path, port: int) -> Process:
             f"--feature-gates={FEATURE_GATES}",
         ],
         env={"KUBECONFIG": str(KUBECONFIG)},
+        webhook_port=port,
     )
 
 
@@ -267,24 +257,11 @@ def _controller(name: str) -> Process:
     )
 
 
-def _wait_ready(process: Process, pid: int, check) -> None:
-    """Wait until ``check()``; exit with the process's log if it dies first."""
-
-    def ready() -> bool:
-        if not alive(pid):
-            log = LOGS / f"{process.name}.log"
-            raise SystemExit(f"{process.name} exited while starting:\n{log_tail(log)}")
-        return check()
-
-    wait_for(f"{process.name} to be ready", ready, 120, process.name)
-
-
 def _available(api: Api) -> bool:
     _, answer = api.call(
         "GET", "/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.cluster.karmada.io"
     )
-    conditions = answer.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+    return condition_true(answer, "Available")
 
 
 def _member_objects(member: str, worker: str) -> list[dict]:
@@ -366,5 +343,4 @@ def _member_token(member: str, worker: str) -> str:
 
 def _cluster_ready(api: Api, member: str) -> bool:
     _, answer = api.call("GET", f"/apis/cluster.karmada.io/v1alpha1/clusters/{member}")
-    conditions = answer.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    return condition_true(answer, "Ready")

@@ -114,6 +114,24 @@ def tls_ok(port: int, ca: Path) -> bool:
         return False
 
 
+def wait_ready(process: Process, pid: int, ca: Path, timeout: float = 120) -> None:
+    """Wait until a started process answers its readiness probe and TLS port (those it has).
+
+    Exits with the last lines of its log if it dies first.
+    """
+
+    def ready() -> bool:
+        if not alive(pid):
+            log = LOGS / f"{process.name}.log"
+            raise SystemExit(
+                f"{process.name} exited while starting; last lines of {log}:\n{log_tail(log)}"
+            )
+        probe_ok = not process.health or http_ok(process.health)
+        return probe_ok and (not process.webhook_port or tls_ok(process.webhook_port, ca))
+
+    wait_for(f"{process.name} (readiness probe and TLS)", ready, timeout, process.name)
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` exists and has not exited."""
     try:
