@@ -257,6 +257,10 @@ def test_a_pytorchjob_goes_whole_to_the_member_with_free_gpus_and_reports_back(
     with gpus_taken(karmada, members, "member1"):
         core.create_namespaced_config_map(NAMESPACE, _config_map(settings))
         job = a_pytorchjob(name, {"fmnist.test/run-duration": "5s"}, settings)
+        # the worker finishes first: once the master has, the job is Succeeded and the
+        # Training Operator stops a worker still running, which then never counts as succeeded
+        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+        worker["annotations"]["fmnist.test/run-duration"] = "2s"
         karmada.create_namespaced_custom_object(*PYTORCHJOBS[:2], NAMESPACE, PYTORCHJOBS[2], job)
         try:
             placed = wait_for(lambda: _placed_in(karmada, "PyTorchJob", name), 60, "placement")
