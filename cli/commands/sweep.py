@@ -176,7 +176,7 @@ def kubernetes_errors():
     from cli.staging import NamespaceNotReady, StagingFailed
     from components.runtime.discovery import ClusterMismatch
     from components.runtime.kube import connection_failure
-    from components.runtime.objects import NotOurs
+    from components.runtime.objects import NotOurs, Refused
 
     try:
         yield
@@ -187,7 +187,7 @@ def kubernetes_errors():
     except ApiException as exc:
         hint = " (is Katib installed?)" if exc.status == 404 else ""
         raise UsageError(f"the Kubernetes API refused: {exc.status} {exc.reason}{hint}") from None
-    except (ClusterMismatch, NotOurs, NamespaceNotReady, StagingFailed) as exc:
+    except (ClusterMismatch, NotOurs, Refused, NamespaceNotReady, StagingFailed) as exc:
         raise UsageError(str(exc)) from None
 
 

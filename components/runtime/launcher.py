@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from kubernetes.config import ConfigException
 
+from components.runtime import pod_status
 from components.runtime.discovery import choose_job_api, kueue_resource, trainjob_generation
 from components.runtime.kube import KubeClient, current_namespace
 from components.runtime.logs import LogFollower
@@ -127,11 +128,21 @@ class JobWatch:
         return None
 
     def describe(self) -> str:
-        """The job's conditions and the last lines of rank 0's log."""
+        """The job's conditions, its pods that never started, the last lines of rank 0's log."""
+        pending = "" if self.worker else self._pending_pods()
         return (
             f"Conditions:\n{condition_summary(self.last)}\n"
-            f"Last lines of rank 0's log:\n{self.log_elsewhere or self.logs.tail_text()}"
+            + (f"Pods not started:\n{pending}\n" if pending else "")
+            + f"Last lines of rank 0's log:\n{self.log_elsewhere or self.logs.tail_text()}"
         )
+
+    def _pending_pods(self) -> str:
+        """Why each Pending pod of the job waits (unschedulable, an image, a volume)."""
+        try:
+            pods = self.kube.list_pods(self.namespace, self.kind.pods_selector(self.name))
+        except Exception as error:  # the message is for a failure already under way
+            return f"(could not list the job's pods: {error})"
+        return pod_status.summary(pods)
 
     def _find_worker(self, job: dict) -> None:
         """Once MultiKueue has placed the job: say where, and follow the log there."""

@@ -25,6 +25,21 @@ class NotOurs(RuntimeError):
     """An object of the step's name exists with a spec the step did not ask for."""
 
 
+class Refused(RuntimeError):
+    """The apiserver, or an admission webhook, refused to create the object."""
+
+
+REFUSALS = (400, 403, 422)  # a webhook's denial (Katib: 400), RBAC, a schema's Invalid
+
+
+def refusal(exc: ApiException) -> str:
+    """The apiserver's own message of a refusal (its Status body), else the HTTP reason."""
+    try:
+        return json.loads(exc.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return f"{exc.status} {exc.reason}"
+
+
 def run_object_name(prefix: str, run_id: str) -> str:
     """``<prefix>-<first 20 letters and digits of the run id>``: a DNS label per run."""
     run = "".join(ch for ch in run_id.lower() if ch.isalnum())[:RUN_CHARACTERS] or "run"
@@ -57,6 +72,7 @@ def create_or_adopt(
 
     Raises:
         NotOurs: an object of that name exists with another spec.
+        Refused: the apiserver or a webhook refused it (one line: their message).
     """
     body = with_spec_hash(body)
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -66,6 +82,10 @@ def create_or_adopt(
         try:
             return kube.create(resource, namespace, body), False
         except ApiException as exc:
+            if exc.status in REFUSALS:
+                raise Refused(
+                    f"{resource.kind} {namespace}/{name} was refused: {refusal(exc)}"
+                ) from None
             if exc.status != 409:
                 raise
         live = kube.get(resource, namespace, name)  # created by a parallel attempt

@@ -85,6 +85,10 @@ class JobKind:
         """The labels of rank 0's pod in any job of this kind (what Katib's trials read)."""
         return dict(RANK0_POD_LABELS[self.resource.kind])
 
+    def pods_selector(self, name: str) -> str:
+        """The label selector of every pod of the job called ``name``."""
+        return f"{JOB_NAME_LABELS[self.resource.kind]}={name}"
+
     def rank0_selector(self, name: str) -> str:
         """The label selector of rank 0's pod in the job called ``name``."""
         labels = {JOB_NAME_LABELS[self.resource.kind]: name, **self.rank0_labels}

@@ -280,6 +280,19 @@ def test_apply_without_katib_says_so(ready_namespace, capsys):
     assert "404 Not Found (is Katib installed?)" in capsys.readouterr().err
 
 
+def test_apply_refused_by_katibs_webhook_is_one_line(ready_namespace, capsys):
+    """Katib v0.19.0's Experiment webhook denies a namespace without its injection label
+    (pkg/webhook/v1beta1/experiment/validator: a 400 with the reason in the Status body)."""
+    body = json.dumps({"kind": "Status", "code": 400, "message": "the namespace lacks label"})
+    denial = ApiException(status=400, reason="Bad Request")
+    denial.body = body
+    ready_namespace.fail("create", "experiments", denial)
+    assert main(["sweep", "--apply", *GRID, "--namespace", "team-a"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("was refused: the namespace lacks label"), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
 @pytest.mark.slow
 def test_local_grid_on_real_data_ranks_the_trials(packed_small, tmp_path, capsys):
     """A 2x2 grid (lr 0.01/0.05 x 1/2 epochs) on 2,000 real images, two trials at a time."""

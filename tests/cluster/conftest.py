@@ -52,7 +52,7 @@ HARNESS = REPO / "tools" / "controlplane"  # the harness package's parent folder
 KATIB_INJECTION = "katib.kubeflow.org/metrics-collector-injection"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests: `from cluster_helpers import`
-from cluster_helpers import account_kubeconfig  # noqa: E402
+from cluster_helpers import account_kubeconfig, wait_for  # noqa: E402
 
 
 def _harness():
@@ -373,6 +373,70 @@ def kfp_client(kfp_host):
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # "only works with ... v2.0.0-beta.2"
         return kfp.Client(host=kfp_host)
+
+
+def _attached(path: Path, what: str) -> str:
+    """The address written to ``path`` when the KFP backend was attached; fails without it."""
+    if not path.exists():
+        pytest.fail(f"no {what} of an attached KFP backend ({path} is missing)", pytrace=False)
+    return path.read_text().strip()
+
+
+@pytest.fixture(scope="session")
+def kfp_metadata(kfp_host):
+    """KFP's ML Metadata store (``metadata-grpc-service``), read over gRPC (tests/cluster/mlmd.py).
+
+    Its host:port is in build/cluster/kfp-metadata, e.g. after ``kubectl -n kubeflow
+    port-forward svc/metadata-grpc-service 8080``.
+    """
+    from mlmd import MetadataStore
+
+    return MetadataStore(_attached(BUILD / "kfp-metadata", "ML Metadata address"))
+
+
+@pytest.fixture(scope="session")
+def kfp_object_store(kfp_host):
+    """A client of KFP's object store (``minio-service``) and the artifacts' bucket.
+
+    build/cluster/kfp-object-store holds ``http://ACCESS:SECRET@HOST:PORT`` (the keys of the
+    ``mlpipeline-minio-artifact`` Secret), e.g. after ``kubectl -n kubeflow port-forward
+    svc/minio-service 9000``.
+    """
+    from urllib.parse import urlsplit
+
+    from minio import Minio
+
+    url = urlsplit(_attached(BUILD / "kfp-object-store", "object store address"))
+    return Minio(
+        f"{url.hostname}:{url.port}",
+        access_key=url.username,
+        secret_key=url.password,
+        secure=url.scheme == "https",
+    )
+
+
+@pytest.fixture
+def no_earlier_predictor(custom, core):
+    """No InferenceService of an earlier run in a KFP namespace, nor its predictor pod.
+
+    Its 1 CPU would leave a run's Worker unschedulable on the real node's 2 CPUs (seen: rank
+    0 waited at the rendezvous until the step's timeout). A cluster with room needs nothing.
+    """
+    from kfp_helpers import ISVC_LABEL, KFP_NAMESPACES, MODEL_NAME
+
+    for namespace in KFP_NAMESPACES:
+        try:
+            custom.delete_namespaced_custom_object(
+                "serving.kserve.io", "v1beta1", namespace, "inferenceservices", MODEL_NAME
+            )
+        except kubernetes.client.exceptions.ApiException as error:
+            assert error.status == 404, error
+    selector = f"{ISVC_LABEL}={MODEL_NAME}"
+    wait_for(
+        lambda: not core.list_pod_for_all_namespaces(label_selector=selector).items,
+        120,
+        "the earlier predictors gone",
+    )
 
 
 KFP_LEGACY_HOST = BUILD / "kfp-legacy-host"

@@ -8,8 +8,10 @@ github.com/kubeflow/pipelines), so these tests carry the ``kfp`` marker: `make
 test-cluster` leaves them out, `make test-kfp` runs them against a backend attached by
 hand, and they fail without one (docs/operations.md, "Running the cluster test tier").
 Nothing is mocked: the API server compiles our pipeline spec into an Argo Workflow, Argo
-creates its pods (kwok plays them) and the ScheduledWorkflow controller fires recurring
-runs.
+creates its pods on the real node (the ``kubeflow`` namespace carries its annotations) and
+the ScheduledWorkflow controller fires recurring runs. The runs of the default pipeline
+end to end are in test_kfp_runs.py; the tests here look at what the backend makes of the
+pipeline, then stop the run (``stop_run``), which would otherwise train on the whole data.
 
 Versions: KFP backend 2.15.0 (Kubeflow 1.11), configured like its platform-agnostic
 manifests (kubeflow/pipelines 2.15.0 manifests/kustomize/env/platform-agnostic: single
@@ -28,76 +30,34 @@ import io
 import json
 import re
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from cluster_helpers import wait_for
-
-from cli import main as cli
+from kfp_helpers import (
+    KFP_NAMESPACE,
+    LEGACY_NAMESPACE,
+    RUN_ID_LABEL,
+    SLICE,
+    STORAGE_CLASS,
+    WORKFLOW_LABEL,
+    fmnist,
+    stop_run,
+    submit,
+    submitted,
+    unique,
+    workflow_of_run,
+    workflows,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kfp]
 
-KFP_NAMESPACE = "kubeflow"  # single-user KFP runs everything in its own namespace
-STORAGE_CLASS = "standard"
 RELEASE = "2.15.0"
 DRIVER_IMAGE = f"ghcr.io/kubeflow/kfp-driver:{RELEASE}"  # V2_DRIVER_IMAGE of the manifests
 LAUNCHER_IMAGE = f"ghcr.io/kubeflow/kfp-launcher:{RELEASE}"  # V2_LAUNCHER_IMAGE
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 MODEL_STORE_MOUNT = "/mnt/model-store"  # components/runtime/kserve.py
-RUN_ID_LABEL = "pipeline/runid"  # backend/src/common/util/consts.go LabelKeyWorkflowRunId
-SWF_LABEL = "scheduledworkflows.kubeflow.org/scheduledWorkflowName"  # same file
-WORKFLOW_LABEL = "workflows.argoproj.io/workflow"  # argo-workflows v3.7.3 pkg/apis/workflow
-
-
-def fmnist(*argv: str) -> tuple[int, str, str]:
-    """Run ``fmnist ARGV`` in this process; returns (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(list(argv))
-    return code, out.getvalue(), err.getvalue()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def submit(host: str, pipeline: str, name: str, *extra: str) -> tuple[str, str]:
-    """`fmnist submit` of ``pipeline`` as KFP pipeline ``name``; returns (version id, run id)."""
-    code, out, err = fmnist(
-        "submit",
-        "--host",
-        host,
-        "--pipeline",
-        pipeline,
-        "--pipeline-name",
-        name,
-        "--workspace-storage-class",
-        STORAGE_CLASS,
-        *extra,
-    )
-    assert code == 0, err
-    assert not err, err
-    version = re.search(r"^pipeline \S+: version (\S+)$", out, re.M)
-    run = re.search(r"^run (\S+): ", out, re.M)
-    assert version and run, out
-    return version[1], run[1]
-
-
-def workflows(custom, selector: str) -> list[dict]:
-    """The Argo Workflows in the KFP namespace matching the label ``selector``."""
-    found = custom.list_namespaced_custom_object(
-        "argoproj.io", "v1alpha1", KFP_NAMESPACE, "workflows", label_selector=selector
-    )
-    return found["items"]
-
-
-def workflow_of_run(custom, run_id: str) -> dict:
-    """The Workflow the API server created for run ``run_id`` (created with the run)."""
-    (workflow,) = wait_for(
-        lambda: workflows(custom, f"{RUN_ID_LABEL}={run_id}"), 30, f"the Workflow of run {run_id}"
-    )
-    return workflow
+SWF_LABEL = "scheduledworkflows.kubeflow.org/scheduledWorkflowName"  # consts.go
 
 
 def workflow_arguments(workflow: dict) -> dict[str, str]:
@@ -149,8 +109,7 @@ def test_submit_creates_the_argo_workflow(
       to the driver (container.go addContainerDriverTemplate).
     - argo-workflows v3.7.3 workflow/controller/operator.go: the controller creates the
       workspace PVC ``<workflow>-kfp-workspace`` (createPVCs, owned by the Workflow), then
-      the first pod, the root DAG driver (kwok runs it; its outputs never come, so the run
-      stays there).
+      the first pod, the root DAG driver, on the real node.
     """
     name = unique(pipeline)
     first_version, run_id = submit(kfp_host, pipeline, name, "--param", "batch_size=64")
@@ -224,7 +183,7 @@ def test_submit_creates_the_argo_workflow(
         30,
         "the Workflow's first pod",
     )
-    (first,) = pods  # the root DAG driver; kwok finishes it, its outputs never come
+    first = min(pods, key=lambda pod: pod.metadata.creation_timestamp)  # the root DAG driver
     assert first.metadata.name.startswith(f"{workflow['metadata']['name']}-system-dag-driver-")
     assert DRIVER_IMAGE in {c.image for c in first.spec.containers}
     assert first.spec.service_account_name == "pipeline-runner"
@@ -234,10 +193,16 @@ def test_submit_creates_the_argo_workflow(
     assert pvc.spec.storage_class_name == STORAGE_CLASS
     assert pvc.spec.access_modes == ["ReadWriteMany"]
     assert pvc.metadata.owner_references[0].name == workflow["metadata"]["name"]
+    assert first.spec.node_name == "real-node-1"
+    for run in (run_id, second_run):
+        stop_run(kfp_client, custom, run)
 
 
-def test_a_recurring_run_fires_and_is_managed(kfp_host, kfp_client, custom):
-    """`fmnist schedule` creates a ScheduledWorkflow that fires; --disable and --delete work.
+def test_a_recurring_run_starts_real_runs_and_is_managed(
+    kfp_host, kfp_client, custom, no_earlier_predictor
+):
+    """`fmnist schedule` makes a ScheduledWorkflow that starts two real runs, one after the
+    other; --list shows it, --disable stops the firing, --delete removes it.
 
     - backend/src/apiserver/resource/resource_manager.go CreateJob and
       backend/src/apiserver/template/v2_template.go ScheduledWorkflow: the recurring run is a
@@ -245,22 +210,25 @@ def test_a_recurring_run_fires_and_is_managed(kfp_host, kfp_client, custom):
       noCatchup, enabled and the cron trigger with its start and end times.
     - backend/src/crd/controller/scheduledworkflow/controller.go: the controller fires a
       Workflow at each cron time (robfig/cron, seconds first), labelled
-      ``scheduledworkflows.kubeflow.org/scheduledWorkflowName``, at most maxConcurrency
-      active at once; a disabled one fires none.
+      ``scheduledworkflows.kubeflow.org/scheduledWorkflowName``, and none while
+      maxConcurrency Workflows are active: with 1, the second run starts after the first
+      ended. A disabled one fires none.
     - resource_manager.go ChangeJobMode / DeleteJob: disable sets ``enabled: false``; delete
       removes the ScheduledWorkflow.
+    The runs are the slice of test_kfp_runs.py; the second is stopped once it has started.
     """
     name = unique("fmnist-cron")
     now = datetime.now(timezone.utc).replace(microsecond=0)
     start, end = now - timedelta(minutes=1), now + timedelta(hours=1)
+    params = [arg for key, value in SLICE.items() for arg in ("--param", f"{key}={value}")]
     code, out, err = fmnist(
         "schedule",
         "--host",
         kfp_host,
         "--cron",
-        "*/10 * * * * *",
+        "*/15 * * * * *",
         "--max-concurrency",
-        "3",
+        "1",
         "--no-catchup",
         "--start-time",
         start.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -272,9 +240,10 @@ def test_a_recurring_run_fires_and_is_managed(kfp_host, kfp_client, custom):
         name,
         "--workspace-storage-class",
         STORAGE_CLASS,
+        *params,
     )
     assert code == 0, err
-    found = re.search(r"^recurring run (\S+) \(cron '\*/10 \* \* \* \* \*'", out, re.M)
+    found = re.search(r"^recurring run (\S+) \(cron '\*/15 \* \* \* \* \*'", out, re.M)
     assert found, out
     recurring_id = found[1]
     scheduled = wait_for(
@@ -290,26 +259,29 @@ def test_a_recurring_run_fires_and_is_managed(kfp_host, kfp_client, custom):
     )[0]
     spec = scheduled["spec"]
     assert spec["enabled"] is True
-    assert spec["maxConcurrency"] == 3
+    assert spec["maxConcurrency"] == 1
     assert spec["noCatchup"] is True
     cron = spec["trigger"]["cronSchedule"]
-    assert cron["cron"] == "*/10 * * * * *"
+    assert cron["cron"] == "*/15 * * * * *"
     assert _time(cron["startTime"]) == start and _time(cron["endTime"]) == end
 
     selector = f"{SWF_LABEL}={scheduled['metadata']['name']}"
     fired = wait_for(
         lambda: (found := workflows(custom, selector)) and len(found) >= 2 and found,
-        35,
-        "two Workflows fired by the 10-second schedule",
+        900,
+        "a second run, after the first one ended",
+        interval=5,
     )
-    assert all(
-        w["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "kfp-workspace" for w in fired
-    )
+    first, second = sorted(fired, key=lambda w: w["metadata"]["creationTimestamp"])
+    assert first["status"]["phase"] == "Succeeded", first["status"].get("message")
+    assert _time(second["metadata"]["creationTimestamp"]) >= _time(first["status"]["finishedAt"])
+    run_ids = [w["metadata"]["labels"][RUN_ID_LABEL] for w in (first, second)]
+    assert kfp_client.get_run(run_ids[0]).state == "SUCCEEDED"
 
     code, out, err = fmnist("schedule", "--host", kfp_host, "--list")
     assert code == 0, err
     (line,) = [line for line in out.splitlines() if line.startswith(recurring_id)]
-    assert "ENABLED" in line and "cron */10 * * * * *" in line and name in line
+    assert "ENABLED" in line and "cron */15 * * * * *" in line and name in line
 
     code, out, err = fmnist("schedule", "--host", kfp_host, "--disable", recurring_id)
     assert code == 0 and out.strip() == f"disabled recurring run {recurring_id}", err
@@ -324,9 +296,9 @@ def test_a_recurring_run_fires_and_is_managed(kfp_host, kfp_client, custom):
         10,
         "the ScheduledWorkflow disabled",
     )
-    time.sleep(2)  # a firing already under way when it was disabled
+    stop_run(kfp_client, custom, run_ids[1])  # ended: a live schedule would fire again now
     count = len(workflows(custom, selector))
-    time.sleep(12)  # longer than one period: a live schedule would have fired again
+    time.sleep(20)  # longer than one period
     assert len(workflows(custom, selector)) == count
 
     code, out, err = fmnist("schedule", "--host", kfp_host, "--delete", recurring_id)
@@ -359,7 +331,7 @@ def one_line_error(code: int, out: str, err: str) -> str:
     return lines[0]
 
 
-def test_bad_input_gets_one_clear_line(kfp_host, kfp_client, cluster_state):
+def test_bad_input_gets_one_clear_line(kfp_host, kfp_client, custom, cluster_state):
     """Wrong input: exit code 2 and one line naming the problem, never a traceback.
 
     - A workspace without a storage class: backend/src/apiserver/server/run_server.go
@@ -378,13 +350,14 @@ def test_bad_input_gets_one_clear_line(kfp_host, kfp_client, cluster_state):
     """
     base = ["submit", "--host", kfp_host, "--workspace-storage-class", STORAGE_CLASS]
     line = one_line_error(*fmnist(*base, "--param", "batch_size=many"))
-    assert "--param batch_size: 'many' is not a NUMBER_INTEGER" in line
+    assert "--param batch_size: 'many' is not an integer" in line
     line = one_line_error(*fmnist(*base, "--param", "batch_size=1.5"))
-    assert "--param batch_size: '1.5' is not a NUMBER_INTEGER" in line
+    assert "--param batch_size: '1.5' is not an integer" in line
     line = one_line_error(*fmnist(*base, "--param", "no_such_parameter=1"))
     assert "unknown pipeline parameter 'no_such_parameter'" in line
     uploaded = unique("fmnist-refusals")
-    submit(kfp_host, "fashion-mnist", uploaded)
+    _, run_id = submit(kfp_host, "fashion-mnist", uploaded)
+    stop_run(kfp_client, custom, run_id)
     server = _server_refusal(kfp_client, uploaded, {"batch_size": "many"})
     assert "input parameter batch_size requires type double or integer" in server
     server = _server_refusal(kfp_client, uploaded, {"no_such_parameter": 1})
@@ -438,8 +411,10 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom):
-    """`fmnist submit` to KFP 2.5 (Kubeflow 1.10) sends the pvc variant, and 2.5 accepts it.
+def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom, core, no_earlier_predictor):
+    """`fmnist submit --wait` to KFP 2.5 (Kubeflow 1.10) sends the pvc variant, and 2.5 runs
+    it to the end on real pods (Argo v3.5.14): the driver creates the run's PVC, the steps and
+    the PyTorchJob use it, the model is deployed, and deletepvc deletes the PVC.
 
     Paths in kubeflow/pipelines at tag 2.5.0:
 
@@ -454,10 +429,26 @@ def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom):
     - The train task mounts the PVC named by createpvc's output and tolerates the GPU taint
       (its ``kubernetes-comp-train`` config, applied by the driver).
 
-    kwok plays the driver pods, so the PVC itself is never made here.
+    The run is the slice of test_kfp_runs.py.
     """
     name = unique("fmnist-pvc")
-    _, run_id = submit(kfp_legacy_host, "fashion-mnist", name)
+    started = datetime.now(timezone.utc).replace(microsecond=0)
+    params = [arg for key, value in SLICE.items() for arg in ("--param", f"{key}={value}")]
+    code, out, err = fmnist(
+        "submit",
+        "--host",
+        kfp_legacy_host,
+        "--pipeline-name",
+        name,
+        "--workspace-storage-class",
+        STORAGE_CLASS,
+        "--wait",
+        "--timeout",
+        "1100",
+        *params,
+    )
+    _, run_id = submitted(out)
+    assert code == 0 and out.rstrip().endswith(f"run {run_id}: SUCCEEDED"), (out, err)
     found = wait_for(
         lambda: custom.list_cluster_custom_object(
             "argoproj.io", "v1alpha1", "workflows", label_selector=f"{RUN_ID_LABEL}={run_id}"
@@ -500,3 +491,25 @@ def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom):
     assert mount["mountPath"] == "/fmnist-workspace"  # pods.OWN_WORKSPACE_MOUNT_PATH
     assert mount["pvcNameParameter"]["taskOutputParameter"]["producerTask"] == "createpvc"
     assert "createpvc.Succeeded" in tasks["train-driver"]["depends"]
+    status = {
+        n["displayName"]: n["phase"]
+        for n in workflow_now(custom, workflow)["status"]["nodes"].values()
+    }
+    assert status["createpvc"] == status["deletepvc"] == status["deploy"] == "Succeeded", status
+    # deletepvc deleted the run's PVC; the volume is freed once the pods that mounted it are
+    # gone (the PyTorchJob's, at its TTL): pvc-protection keeps it until then.
+    claims = [
+        c
+        for c in core.list_namespaced_persistent_volume_claim(LEGACY_NAMESPACE).items
+        if c.metadata.name.endswith("-fmnist-workspace")
+        and c.metadata.creation_timestamp >= started
+    ]
+    assert len(claims) == 1 and claims[0].metadata.deletion_timestamp, claims
+
+
+def workflow_now(custom, workflow: dict) -> dict:
+    """The Workflow as the apiserver has it now."""
+    meta = workflow["metadata"]
+    return custom.get_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", meta["namespace"], "workflows", meta["name"]
+    )

@@ -15,6 +15,7 @@ condition and ``kueue.x-k8s.io/job-uid`` label (kueue v0.19.2
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import threading
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 from fake_kube import FakeCluster, rank0_pod
 from kfp import dsl
+from kubernetes.client import V1PodCondition
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
@@ -31,7 +33,7 @@ from components.runtime import waiting
 from components.runtime.kube import KubeClient
 from components.runtime.launcher import JobFailed, JobStuck
 from components.runtime.multicluster import MULTIKUEUE, WORKER_KUBECONFIGS
-from components.runtime.objects import NotOurs
+from components.runtime.objects import NotOurs, Refused
 from components.runtime.signals import Terminated
 from components.specs.params import TrainingJob
 from components.specs.pods import GPU_TOLERATION, WorkPaths
@@ -177,6 +179,31 @@ def test_the_steps_timeout_deletes_the_job(kind, step, fake_k8s):
     assert fake_k8s.custom.objects == {}
 
 
+def test_a_timeout_names_the_pods_that_never_started(kind, step, fake_k8s):
+    """A Worker the scheduler cannot place leaves rank 0 waiting at the rendezvous with an
+    empty log: the timeout says which pod never started and the scheduler's words (seen on
+    the real node: Master running, Worker Pending on "Insufficient cpu")."""
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running", "Running"))]
+    unplaced = rank0_pod("worker-0", kind.container, phase="Pending")
+    unplaced.status.container_statuses = None
+    unplaced.status.conditions = [
+        V1PodCondition(
+            type="PodScheduled",
+            status="False",
+            reason="Unschedulable",
+            message="0/5 nodes are available: 1 Insufficient cpu.",
+        )
+    ]
+    fake_k8s.core.pods = [[rank0_pod("rank0", kind.container)], [unplaced]]
+    with pytest.raises(TimeoutError) as error:
+        step(timeout_seconds=1)
+    assert (
+        "Pods not started:\nworker-0: not scheduled (Unschedulable): "
+        "0/5 nodes are available: 1 Insufficient cpu.\n"
+    ) in str(error.value)
+    assert fake_k8s.core.selectors[-1] == kind.selector.split(",")[0]  # every pod of the job
+
+
 def test_sigterm_deletes_the_job(kind, step, fake_k8s):
     """KFP's Terminate, an eviction or a drain send SIGTERM: cleaned up like Ctrl-C."""
     fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running"))]
@@ -210,6 +237,40 @@ def test_a_job_of_that_name_with_another_spec_is_not_adopted(kind, step, fake_k8
         step()
     with pytest.raises(NotOurs, match=f"exists with another spec.*kubectl delete {kind.plural}"):
         step(epochs=3)
+
+
+def test_a_refused_job_is_one_line_with_the_refusal(kind, step, fake_k8s):
+    """An admission webhook's denial (seen from Katib's Experiment webhook on a real KFP run:
+    "the namespace lacks label ..."): the step's error is the apiserver's message, not the
+    client's dump of headers and body."""
+    body = json.dumps(
+        {
+            "kind": "Status",
+            "status": "Failure",
+            "code": 400,
+            "message": 'admission webhook "validator.example" denied the request: no queue',
+        }
+    )
+    fake_k8s.fail("create", kind.plural, ApiException(http_resp=_Response(400, body)))
+    with pytest.raises(Refused) as error:
+        step()
+    kind_name = {"pytorchjobs": "PyTorchJob", "trainjobs": "TrainJob"}[kind.plural]
+    assert str(error.value) == (
+        f"{kind_name} team-a/{JOB_NAME} was refused: "
+        'admission webhook "validator.example" denied the request: no queue'
+    )
+
+
+@dataclass
+class _Response:
+    """What ``ApiException(http_resp=...)`` reads of an HTTP answer."""
+
+    status: int
+    data: str
+    reason: str = "Bad Request"
+
+    def getheaders(self):
+        return {}
 
 
 @pytest.mark.parametrize(

@@ -186,7 +186,7 @@ def down(args=None) -> None:
         remove_certs(folder)
     STATE.unlink(missing_ok=True)
     KUBECONFIG.unlink(missing_ok=True)
-    for path in BUILD.glob("kfp*-host"):  # KFP API servers attached to this cluster went with it
+    for path in BUILD.glob("kfp-*"):  # the addresses of a KFP backend attached to this cluster
         path.unlink()
     print("cluster down", flush=True)
 
