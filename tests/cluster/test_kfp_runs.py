@@ -20,8 +20,7 @@ Upstream behaviour relied on, in kubeflow/pipelines at tag 2.15.0 unless said ot
 - argo-workflows v3.7.3 workflow/controller/operator.go: a failed pod fails its DAG task and the
   Workflow; ``terminate`` (resource_manager.go TerminateRun) makes Argo stop every pod.
 
-Sizes: the machine has 2 CPUs. A training process asks for 900m so that Master and Worker fit
-beside the train step's own pod (its launcher init container asks for 100m).
+The runs are kfp_helpers.SLICE: a slice of the data, sized for the real node's 2 CPUs.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from kfp_helpers import (
     KFP_NAMESPACE,
     MODEL_NAME,
     SLICE,
+    STORAGE_CLASS,
     WORKFLOW_LABEL,
     fmnist,
     submitted,
@@ -63,7 +63,7 @@ def run_pipeline(kfp_host: str, pipeline: str, params: dict, *extra: str) -> tup
     """`fmnist submit --wait` of ``pipeline`` with ``params``; returns (exit code, out, run id)."""
     name = unique(pipeline)
     argv = ["submit", "--host", kfp_host, "--pipeline", pipeline, "--pipeline-name", name]
-    argv += ["--workspace-storage-class", "fmnist-local", "--wait", "--timeout", str(RUN_TIMEOUT)]
+    argv += ["--workspace-storage-class", STORAGE_CLASS, "--wait", "--timeout", str(RUN_TIMEOUT)]
     for key, value in params.items():
         argv += ["--param", f"{key}={value}"]
     code, out, err = fmnist(*argv, *extra)
