@@ -33,6 +33,8 @@ SLICE = {  # a slice of the data, one epoch, sizes that fit the 2-CPU node
     "serving_timeout_seconds": "420",
 }
 
+RUN_TIMEOUT = 1200  # seconds: a run of the slice takes about three minutes here
+
 
 def fmnist(*argv: str) -> tuple[int, str, str]:
     """Run ``fmnist ARGV`` in this process; returns (exit code, stdout, stderr)."""
@@ -71,6 +73,35 @@ def submit(host: str, pipeline: str, name: str, *extra: str) -> tuple[str, str]:
     assert code == 0, err
     assert not err, err
     return submitted(out)
+
+
+def param_args(params: dict) -> list[str]:
+    """``--param KEY=VALUE`` for each of ``params``, as `fmnist submit` and `schedule` take them."""
+    return [arg for key, value in params.items() for arg in ("--param", f"{key}={value}")]
+
+
+def run_pipeline(
+    host: str, pipeline: str, params: dict, timeout: int = RUN_TIMEOUT
+) -> tuple[int, str, str]:
+    """`fmnist submit --wait` of ``pipeline`` with ``params``; returns (exit code, out, run id)."""
+    code, out, err = fmnist(
+        "submit",
+        "--host",
+        host,
+        "--pipeline",
+        pipeline,
+        "--pipeline-name",
+        unique(pipeline),
+        "--workspace-storage-class",
+        STORAGE_CLASS,
+        "--wait",
+        "--timeout",
+        str(timeout),
+        *param_args(params),
+    )
+    assert "Traceback" not in err, err
+    _, run_id = submitted(out)
+    return code, out, run_id
 
 
 def workflows(custom, selector: str, namespace: str = KFP_NAMESPACE) -> list[dict]:

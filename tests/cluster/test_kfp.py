@@ -42,9 +42,10 @@ from kfp_helpers import (
     STORAGE_CLASS,
     WORKFLOW_LABEL,
     fmnist,
+    param_args,
+    run_pipeline,
     stop_run,
     submit,
-    submitted,
     unique,
     workflow_of_run,
     workflows,
@@ -215,12 +216,11 @@ def test_a_recurring_run_starts_real_runs_and_is_managed(
       ended. A disabled one fires none.
     - resource_manager.go ChangeJobMode / DeleteJob: disable sets ``enabled: false``; delete
       removes the ScheduledWorkflow.
-    The runs are the slice of test_kfp_runs.py; the second is stopped once it has started.
+    The runs are kfp_helpers.SLICE; the second is stopped once it has started.
     """
     name = unique("fmnist-cron")
     now = datetime.now(timezone.utc).replace(microsecond=0)
     start, end = now - timedelta(minutes=1), now + timedelta(hours=1)
-    params = [arg for key, value in SLICE.items() for arg in ("--param", f"{key}={value}")]
     code, out, err = fmnist(
         "schedule",
         "--host",
@@ -240,7 +240,7 @@ def test_a_recurring_run_starts_real_runs_and_is_managed(
         name,
         "--workspace-storage-class",
         STORAGE_CLASS,
-        *params,
+        *param_args(SLICE),
     )
     assert code == 0, err
     found = re.search(r"^recurring run (\S+) \(cron '\*/15 \* \* \* \* \*'", out, re.M)
@@ -429,26 +429,11 @@ def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom, core, no
     - The train task mounts the PVC named by createpvc's output and tolerates the GPU taint
       (its ``kubernetes-comp-train`` config, applied by the driver).
 
-    The run is the slice of test_kfp_runs.py.
+    The run is kfp_helpers.SLICE.
     """
-    name = unique("fmnist-pvc")
     started = datetime.now(timezone.utc).replace(microsecond=0)
-    params = [arg for key, value in SLICE.items() for arg in ("--param", f"{key}={value}")]
-    code, out, err = fmnist(
-        "submit",
-        "--host",
-        kfp_legacy_host,
-        "--pipeline-name",
-        name,
-        "--workspace-storage-class",
-        STORAGE_CLASS,
-        "--wait",
-        "--timeout",
-        "1100",
-        *params,
-    )
-    _, run_id = submitted(out)
-    assert code == 0 and out.rstrip().endswith(f"run {run_id}: SUCCEEDED"), (out, err)
+    code, out, run_id = run_pipeline(kfp_legacy_host, "fashion-mnist", SLICE, timeout=1100)
+    assert code == 0 and out.rstrip().endswith(f"run {run_id}: SUCCEEDED"), out
     found = wait_for(
         lambda: custom.list_cluster_custom_object(
             "argoproj.io", "v1alpha1", "workflows", label_selector=f"{RUN_ID_LABEL}={run_id}"

@@ -40,11 +40,8 @@ from kfp_helpers import (
     KFP_NAMESPACE,
     MODEL_NAME,
     SLICE,
-    STORAGE_CLASS,
     WORKFLOW_LABEL,
-    fmnist,
-    submitted,
-    unique,
+    run_pipeline,
     workflow_of_run,
 )
 from real_pods import PodRecorder, harness_node, pods_of
@@ -56,20 +53,6 @@ JOB_PODS = {  # label selectors of a training job's pods
     "trainjob": "jobset.sigs.k8s.io/jobset-name",
 }
 PREDICTOR_PORT = 8080
-RUN_TIMEOUT = 1200  # seconds: a run of the slice takes about three minutes here
-
-
-def run_pipeline(kfp_host: str, pipeline: str, params: dict, *extra: str) -> tuple[int, str, str]:
-    """`fmnist submit --wait` of ``pipeline`` with ``params``; returns (exit code, out, run id)."""
-    name = unique(pipeline)
-    argv = ["submit", "--host", kfp_host, "--pipeline", pipeline, "--pipeline-name", name]
-    argv += ["--workspace-storage-class", STORAGE_CLASS, "--wait", "--timeout", str(RUN_TIMEOUT)]
-    for key, value in params.items():
-        argv += ["--param", f"{key}={value}"]
-    code, out, err = fmnist(*argv, *extra)
-    assert "Traceback" not in err, err
-    _, run_id = submitted(out)
-    return code, out, run_id
 
 
 def steps_of(kfp_client, run_id: str) -> dict[str, object]:
