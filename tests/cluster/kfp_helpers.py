@@ -56,9 +56,9 @@ def submitted(out: str) -> tuple[str, str]:
     return version[1], run[1]
 
 
-def submit(host: str, pipeline: str, name: str, *extra: str) -> tuple[str, str]:
-    """`fmnist submit` of ``pipeline`` as KFP pipeline ``name``; returns (version id, run id)."""
-    code, out, err = fmnist(
+def submit_argv(host: str, pipeline: str, name: str) -> list[str]:
+    """`fmnist submit` of ``pipeline`` as KFP pipeline ``name``, on the real node's storage."""
+    return [
         "submit",
         "--host",
         host,
@@ -68,8 +68,12 @@ def submit(host: str, pipeline: str, name: str, *extra: str) -> tuple[str, str]:
         name,
         "--workspace-storage-class",
         STORAGE_CLASS,
-        *extra,
-    )
+    ]
+
+
+def submit(host: str, pipeline: str, name: str, *extra: str) -> tuple[str, str]:
+    """`fmnist submit` of ``pipeline`` as KFP pipeline ``name``; returns (version id, run id)."""
+    code, out, err = fmnist(*submit_argv(host, pipeline, name), *extra)
     assert code == 0, err
     assert not err, err
     return submitted(out)
@@ -85,15 +89,7 @@ def run_pipeline(
 ) -> tuple[int, str, str]:
     """`fmnist submit --wait` of ``pipeline`` with ``params``; returns (exit code, out, run id)."""
     code, out, err = fmnist(
-        "submit",
-        "--host",
-        host,
-        "--pipeline",
-        pipeline,
-        "--pipeline-name",
-        unique(pipeline),
-        "--workspace-storage-class",
-        STORAGE_CLASS,
+        *submit_argv(host, pipeline, unique(pipeline)),
         "--wait",
         "--timeout",
         str(timeout),
