@@ -21,19 +21,35 @@ from pathlib import Path
 from cli.errors import UsageError
 
 
-def check_url(host: str) -> None:
-    """``--host`` must name its scheme (the client would guess https otherwise)."""
-    if not host.startswith(("http://", "https://")):
+def check_url(host: str | None) -> None:
+    """``--host``, when given, must name its scheme (the client would guess https otherwise)."""
+    if host is not None and not host.startswith(("http://", "https://")):
         raise UsageError(f"--host must be a URL such as http://localhost:8080, got {host!r}")
 
 
-def check_host(host: str, token: str | None, timeout: float = 10.0) -> dict:
+def require_host(host: str | None) -> str:
+    """``--host`` (or ``$KF_PIPELINES_ENDPOINT``): needed by all but ``--dry-run``.
+
+    Raises:
+        UsageError: neither is given.
+    """
+    if host is None:
+        raise UsageError(
+            "--host is required to reach Kubeflow Pipelines (or set $KF_PIPELINES_ENDPOINT); "
+            "--dry-run needs none"
+        )
+    check_url(host)
+    return host
+
+
+def check_host(host: str | None, token: str | None, timeout: float = 10.0) -> dict:
     """The server's healthz answer; fail early and clearly when the KFP API does not answer.
 
     Raises:
-        UsageError: the host is unreachable, refuses us, or is not a KFP API server.
+        UsageError: no host is given, or it is unreachable, refuses us, or is not a KFP API
+            server.
     """
-    check_url(host)
+    host = require_host(host)
     request = urllib.request.Request(f"{host.rstrip('/')}/apis/v2beta1/healthz")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
@@ -163,13 +179,12 @@ def ui_url(host: str, path: str) -> str:
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
     """``--host``, ``--token``, ``--namespace``: how to reach the KFP API."""
     group = parser.add_argument_group("Kubeflow Pipelines server")
-    endpoint = os.environ.get("KF_PIPELINES_ENDPOINT")
+    endpoint = os.environ.get("KF_PIPELINES_ENDPOINT") or None
     group.add_argument(
         "--host",
         default=endpoint,
-        required=endpoint is None,
         help="KFP API URL, e.g. http://localhost:8080 after `kubectl port-forward -n kubeflow "
-        "svc/ml-pipeline-ui 8080:80` (default: $KF_PIPELINES_ENDPOINT)",
+        "svc/ml-pipeline-ui 8080:80` (default: $KF_PIPELINES_ENDPOINT; --dry-run needs none)",
     )
     group.add_argument("--token", help="bearer token, e.g. $(kubectl create token SA)")
     group.add_argument("--namespace", help="the profile namespace (multi-user Kubeflow)")

@@ -73,8 +73,10 @@ def _readable_labels(kube: KubeClient, namespace: str) -> dict | None:
     return None
 
 
-def stage_on_pvc(kube: KubeClient, namespace: str, pvc: str, image: str, data: DataSlice) -> None:
-    """Run the staging pod to its end, print its log, delete it.
+def run_staging_pod(
+    kube: KubeClient, namespace: str, pvc: str, image: str, data: DataSlice
+) -> None:
+    """Run the staging pod (``staging_pod``) to its end, print its log, delete it.
 
     Raises:
         StagingFailed: the pod failed or did not finish in STAGE_TIMEOUT_SECONDS.

@@ -23,6 +23,7 @@ from cli.server import (
     connect,
     experiment_id,
     quiet,
+    require_host,
     server_version,
     stated_version,
     timestamp,
@@ -159,7 +160,8 @@ def dry_run(args: argparse.Namespace) -> Plan:
     stated = stated_version(args.kfp_version)
     with tempfile.TemporaryDirectory() as tmp:
         plan = plan_from_args(args, Path(tmp), stated)
-    print(f"dry run: nothing is sent to {args.host}")
+    sent_to = f"to {args.host}" if args.host else "(no --host given)"
+    print(f"dry run: nothing is sent {sent_to}")
     print("\n".join(plan.describe(args.experiment)))
     if not (stated or args.package):
         print("(the server's release picks the variant: --kfp-version names it here)")
@@ -178,6 +180,7 @@ def upload_from_args(args: argparse.Namespace) -> Uploaded:
     """Check everything, then upload (the variant the server runs) and find the experiment."""
     from cli.backends import choose_variant
 
+    require_host(args.host)
     stated = stated_version(args.kfp_version)
     with tempfile.TemporaryDirectory() as tmp:
         plan = plan_from_args(args, Path(tmp), stated)

@@ -3,7 +3,8 @@
 Every ``fmnist ...`` line in a code block of README.md and docs/*.md must parse with the
 real command line (a flag that was renamed or removed fails here). Every transcript (a
 ``$ fmnist ...`` line followed by what it prints) whose command needs no server is run
-in this process, and what it prints must be what the guide shows, line for line.
+in this process, and what it prints must be what the guide shows, line for line. No code
+block shows a path of the machine it was recorded on.
 """
 
 from __future__ import annotations
@@ -22,6 +23,15 @@ GUIDES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?fmnist (?!run:|[a-z]+: )")
 # An error transcript that needs a Kubeflow Pipelines server to answer (its release decides).
 NEEDS_A_SERVER = {"fmnist submit --host http://localhost:8080"}
+# An absolute path in a code block (not one of a URL, after ~, or after a <placeholder>).
+ABSOLUTE_PATH = re.compile(r"""(?:^|(?<=[\s=(\[",]))/[\w.@-]+(?:/[\w.@<>*-]+)*""")
+# The absolute paths a guide may show: places every user has, each named by the guides.
+DOCUMENTED_PLACES = (
+    "/usr/share/datasets/fashion-mnist",  # the default data folder (dataset-fashion-mnist)
+    "/mnt/models",  # where KServe mounts the model
+    "/kfp-workspace",  # KFP's run workspace in a step's pod
+    "/models",  # the mount of operations.md's pod that lists a model PVC
+)
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,36 @@ def test_documented_transcripts_match_the_program(transcript, capsys, monkeypatc
     if grep:
         printed = [line for line in printed if grep.group(1) in line]
     assert sorted(printed) == sorted(transcript.output), transcript.where
+
+
+def machine_paths(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The absolute paths in ``lines`` that are no documented place: a recording machine's."""
+    return [
+        (number, path)
+        for number, line in lines
+        for path in ABSOLUTE_PATH.findall(line)
+        if not any(path == place or path.startswith(f"{place}/") for place in DOCUMENTED_PLACES)
+    ]
+
+
+def test_a_path_of_the_recording_machine_is_caught():
+    lines = [
+        (1, "pack-dataset  packed 2000 training and 500 test images from /work/shared/data"),
+        (2, "fmnist run: /tmp/docruns/run2 (all of kfp's output: log.txt there)"),
+        (3, "fmnist run --data-dir /usr/share/datasets/fashion-mnist --run-dir runs/doc"),
+        (4, "curl http://localhost:8080/v1/models/fashion-mnist:predict -d @v1.json"),
+        (5, "kubectl --kubeconfig ~/karmada.config apply -k <fmnist-pipeline>/k8s/karmada"),
+    ]
+    assert machine_paths(lines) == [(1, "/work/shared/data"), (2, "/tmp/docruns/run2")]
+
+
+@pytest.mark.parametrize("guide", GUIDES, ids=lambda path: path.name)
+def test_code_blocks_show_paths_every_user_has(guide):
+    found = [hit for block in code_blocks(guide) for hit in machine_paths(block)]
+    assert found == [], (
+        f"{guide.name}: a path of the machine this was recorded on (line, path): {found}; "
+        "show $FASHION_MNIST_DIR, ./data/..., or a <placeholder> the text explains"
+    )
 
 
 def test_the_server_transcripts_named_here_are_in_the_guides():

@@ -139,7 +139,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 def apply(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namespace) -> int:
     """Check the namespace, stage the data, create the Experiment, redraw the trial table."""
-    from cli.staging import check_namespace, stage_on_pvc
+    from cli.staging import check_namespace, run_staging_pod
     from components.runtime import katib
     from components.runtime.kube import CONNECT_ONCE, KubeClient, current_namespace
     from components.runtime.launcher import find_target
@@ -150,7 +150,7 @@ def apply(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namesp
         namespace = args.namespace or current_namespace()
         check_namespace(kube, namespace, job.queue, args.workspace_pvc)
         target = find_target(kube, job.job_api)
-        stage_on_pvc(kube, namespace, args.workspace_pvc, job.trainer_image, data)
+        run_staging_pod(kube, namespace, args.workspace_pvc, job.trainer_image, data)
         experiment = experiment_for(
             job, sweep, args.name, namespace, args.workspace_pvc, target.api, target.generation
         )

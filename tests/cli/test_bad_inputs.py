@@ -66,6 +66,15 @@ BAD_INPUTS = [
     ([*SUBMIT, "--kfp-version", "2.1"], "Kubeflow Pipelines 2.1 is too old"),
     ([*SUBMIT, "--workspace-size", "0"], "--workspace-size must be a Kubernetes quantity > 0"),
     ([*SUBMIT, "--param", "trainer_image=bad image!!"], "--param trainer_image must be an image"),
+    (
+        ["fmnist", "submit", "--dry-run", "--param", "epochs=-1"],
+        "--param epochs must be an integer >= 1",
+    ),
+    (["fmnist", "submit", "--dry-run", "--param", "epoch=3"], "unknown pipeline parameter 'epoch'"),
+    (
+        ["KF_PIPELINES_ENDPOINT=", "fmnist", "submit", "--param", "epochs=3"],
+        "--host is required to reach Kubeflow Pipelines (or set $KF_PIPELINES_ENDPOINT)",
+    ),
     (["fmnist", "submit", "--host", "localhost:8080"], "--host must be a URL such as http://"),
     (["fmnist", "submit", *KFP], "cannot reach Kubeflow Pipelines at http://127.0.0.1:9"),
     # --- fmnist schedule (part A) ------------------------------------------------------------
@@ -73,6 +82,15 @@ BAD_INPUTS = [
     (
         [*SCHEDULE, "--pipeline", "fashion-mnist-tune", "--param", "lr_min=1"],
         "--param lr_min / --param lr_max must be lr_min <= lr_max",
+    ),
+    (
+        ["fmnist", "schedule", "--dry-run", "--cron", "0 0 2 * * *", "--param", "epochs=0"],
+        "--param epochs must be an integer >= 1, got 0",
+    ),
+    (["fmnist", "schedule", "--dry-run", "--cron", "0 2 * * *"], "has 5 fields, but KFP's cron"),
+    (
+        ["KF_PIPELINES_ENDPOINT=", "fmnist", "schedule", "--list"],
+        "--host is required to reach Kubeflow Pipelines",
     ),
     (
         ["fmnist", "schedule", *KFP, "--dry-run", "--cron", "*/0 * * * * *"],

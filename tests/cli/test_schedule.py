@@ -222,6 +222,18 @@ def test_dry_run_prints_the_schedule_and_sends_nothing(kfp_server, package, caps
     ]
 
 
+def test_a_dry_run_schedule_needs_no_host(package, monkeypatch, capsys):
+    monkeypatch.delenv("KF_PIPELINES_ENDPOINT", raising=False)
+    argv = ["schedule", "--package", str(package), "--dry-run", "--cron", "@daily"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "dry run: nothing is sent (no --host given)"
+    assert (
+        lines[-1]
+        == "recurring run: fashion-mnist schedule, cron '@daily', at most 1 at once, no catch-up"
+    )
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

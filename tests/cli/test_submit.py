@@ -299,6 +299,36 @@ def test_dry_run_prints_the_plan_and_sends_nothing(kfp_server, capsys):
     ]
 
 
+def test_dry_run_needs_no_host(monkeypatch, capsys):
+    """A dry run contacts nothing, so it takes no --host (like kubectl's client dry run)."""
+    monkeypatch.delenv("KF_PIPELINES_ENDPOINT", raising=False)
+    assert main(["submit", "--dry-run", "--param", "epochs=3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "dry run: nothing is sent (no --host given)"
+    assert lines[1:5] == [
+        "pipeline fashion-mnist: fashion-mnist.yaml (workspace variant)",
+        "version: fashion-mnist-<UTC timestamp>-<4 hex digits>",
+        "experiment: fmnist",
+        "parameters: epochs=3",
+    ]
+
+
+def test_without_dry_run_a_missing_host_is_named_before_anything_is_compiled(monkeypatch, capsys):
+    monkeypatch.delenv("KF_PIPELINES_ENDPOINT", raising=False)
+    monkeypatch.setattr("cli.upload.plan_from_args", lambda *a: pytest.fail("compiled"))
+    assert main(["submit", "--param", "epochs=3"]) == 2
+    err = one_error_line(capsys.readouterr().err, "submit")
+    assert "--host is required to reach Kubeflow Pipelines (or set $KF_PIPELINES_ENDPOINT)" in err
+
+
+def test_the_endpoint_variable_stands_for_host(kfp_server, monkeypatch, capsys):
+    monkeypatch.setenv("KF_PIPELINES_ENDPOINT", kfp_server.url)
+    assert main(["submit", "--dry-run"]) == 0
+    assert (
+        capsys.readouterr().out.splitlines()[0] == f"dry run: nothing is sent to {kfp_server.url}"
+    )
+
+
 def test_dry_run_compiles_for_the_stated_release(kfp_server, capsys):
     argv = ["submit", "--host", kfp_server.url, "--dry-run", "--kfp-version", "2.5.0"]
     argv += ["--workspace-storage-class", "nfs", "--pipeline", "fashion-mnist-tune"]

@@ -13,7 +13,10 @@ from kubernetes.client.exceptions import ApiException
 from pss import violations
 
 from cli.main import main
-from cli.staging import KATIB_INJECTION_LABEL
+from cli.staging import KATIB_INJECTION_LABEL, run_staging_pod
+from components.runtime.kube import KubeClient
+from components.specs.params import DataSlice
+from components.specs.staging_pod import staging_pod
 
 GRID = [
     "--algorithm",
@@ -242,6 +245,17 @@ def test_apply_stages_the_data_with_a_restricted_pod_first(katib_run, capsys):
     ]
     calls = katib_run.custom.verbs()
     assert calls.index(("get", "localqueues")) < calls.index(("create", "experiments"))
+
+
+def test_run_staging_pod_runs_the_staging_pod_and_deletes_it(fake_k8s, capsys):
+    """One name for one thing: ``run_staging_pod`` runs what ``staging_pod`` builds."""
+    data = DataSlice(train_limit=100, test_limit=50)
+    run_staging_pod(KubeClient.connect(), "team-a", "ws", "trainer:1", data)
+    (pod,) = fake_k8s.core.created_pods
+    name = pod["metadata"]["name"]
+    assert pod == staging_pod(name, "team-a", "ws", "trainer:1", data)
+    assert fake_k8s.core.deleted_pods == [("team-a", name)]
+    assert f"staging the data on PVC ws with pod team-a/{name}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The cluster tier's images (tools/controlplane/harness/images.py), checked without podman.
+"""The cluster tier's images (tools/controlplane/harness/images.py, image_builds.py), checked
+without podman.
 
 Building them takes podman and minutes (``cluster.py images``); what is checked here is what
 decides their content: the Dockerfiles' defaults are the upstream bases, the stand-ins carry
@@ -20,7 +21,7 @@ from components.images import Images
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "controlplane"))
-from harness import images  # noqa: E402
+from harness import image_builds, images  # noqa: E402
 from harness.pins import upstream  # noqa: E402  (tools/upstream.py: needs Go)
 
 STANDINS = REPO / "tools" / "controlplane" / "images"
@@ -170,7 +171,7 @@ def test_the_metrics_collector_is_katibs_stdout_collector_where_its_dockerfile_p
 
 
 def test_copied_sources_are_what_the_copy_lines_name():
-    assert images.copied_sources(REPO / "images" / "components.Dockerfile") == [
+    assert image_builds.copied_sources(REPO / "images" / "components.Dockerfile") == [
         "pyproject.toml",
         "README.md",
         "trainer/",
@@ -179,7 +180,7 @@ def test_copied_sources_are_what_the_copy_lines_name():
         "pipelines/",
         "cli/",
     ]
-    assert images.copied_sources(STANDINS / "alpine.Containerfile") == []  # --from only
+    assert image_builds.copied_sources(STANDINS / "alpine.Containerfile") == []  # --from only
 
 
 def test_the_cache_key_follows_the_copied_files_the_arguments_and_the_bases(tmp_path):
@@ -194,7 +195,7 @@ def test_the_cache_key_follows_the_copied_files_the_arguments_and_the_bases(tmp_
 
     def key(base_key="k1", args=image.args):
         changed = images.Image(image.name, containerfile, image.context, args, image.bases)
-        return images.image_key(changed, tmp_path, {"b": base_key})
+        return image_builds.image_key(changed, tmp_path, {"b": base_key})
 
     first = key()
     (tmp_path / "pkg" / "__pycache__" / "code.pyc").write_bytes(b"2")  # ignored

@@ -17,6 +17,7 @@ from harness import (
     api_service,
     control_plane,
     dns,
+    image_builds,
     images,
     karmada,
     multikueue,
@@ -48,7 +49,7 @@ def up(args) -> None:
         down(args)
     wanted = components(args.trainer, args.kserve)
     build_all(wanted)
-    pod_images = images.ensure_images()
+    pod_images = image_builds.ensure_images()
     seconds = {"build_check": time.monotonic() - started}
     progress(started, "binaries and images ready")
     for folder in (LOGS, RUN, PIDS):
@@ -248,7 +249,7 @@ def _preload_torch_images(containerd: Path) -> None:
     Both wait more on the network and the disk than on the CPUs, so beside the Go builds
     they take cluster-up's longest step (7 GB unpacked, ~6 min on a new machine) off it.
     """
-    node.preload(images.ensure_torch_images(), images.SANDBOX_IMAGE, containerd)
+    node.preload(image_builds.ensure_torch_images(), images.SANDBOX_IMAGE, containerd)
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -284,7 +285,7 @@ def main(argv: list[str], description: str = "") -> None:
             torch_images = pool.submit(_preload_torch_images, containerd)
             build_all(wanted)
             torch_images.result()
-        images.ensure_images()
+        image_builds.ensure_images()
         print(f"all built ({time.monotonic() - started:.1f} s); binaries in {BUILD / 'bin'}")
     elif args.command == "up":
         LOGS.mkdir(parents=True, exist_ok=True)
@@ -300,7 +301,7 @@ def main(argv: list[str], description: str = "") -> None:
     elif args.command == "karmada":
         attach_karmada(args)
     elif args.command == "images":
-        images.report()
+        image_builds.report()
     elif args.command == "down":
         down(args)
     elif args.command == "status":

@@ -25,7 +25,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness.images import ImageSet, save_command
+from harness.image_transfer import import_images as transfer
+from harness.images import ImageSet
 from harness.paths import BIN, CACHE, LOGS, PIDS, RUN
 from harness.processes import Process, run, terminate, wait_for
 
@@ -270,30 +271,8 @@ def _containerd_up(bin_dir: Path = BIN) -> bool:
 
 
 def import_images(images: ImageSet, bin_dir: Path = BIN) -> None:
-    """Stream a set of images from podman into containerd's CRI namespace, once per key.
-
-    containerd keeps the layers it already has (the torch layer, 7 GB), so a changed
-    source costs the new layers' unpacking, not a second copy.
-    """
-    stamp = CONTAINERD_ROOT / f"imported-{images.kind}-{images.key}"
-    if stamp.exists():
-        return
-    started = time.monotonic()
-    save = subprocess.Popen(save_command(images.names), stdout=subprocess.PIPE)
-    load = subprocess.run(
-        [str(bin_dir / "ctr"), "--address", str(SOCKET), "-n", "k8s.io", "images", "import", "-"],
-        stdin=save.stdout,
-        capture_output=True,
-        text=True,
-    )
-    save.stdout.close()
-    if save.wait() or load.returncode:
-        raise SystemExit(f"importing the images into containerd failed:\n{load.stderr[-2000:]}")
-    for old in CONTAINERD_ROOT.glob(f"imported-{images.kind}-*"):
-        old.unlink()
-    stamp.write_text("\n".join(images.names))
-    seconds = time.monotonic() - started
-    print(f"imported {images.kind} ({len(images.names)} images) into containerd in {seconds:.1f} s")
+    """Bring a set of images into the node's containerd (harness/image_transfer.py)."""
+    transfer(images, [str(bin_dir / "ctr"), "--address", str(SOCKET)], CONTAINERD_ROOT)
 
 
 def stop() -> None:
