@@ -105,8 +105,8 @@ MUTANTS = [
     Mutant(
         "isvc-drops-serving-gpu-resource",
         "components/specs/inferenceservice.py",
-        "SERVING_CPU, SERVING_MEMORY, serving.serving_gpus, serving.serving_gpu_resource",
-        "SERVING_CPU, SERVING_MEMORY, serving.serving_gpus",
+        "serving.serving_gpus,\n            serving.serving_gpu_resource,",
+        "serving.serving_gpus,",
         (f"{BUILDERS}::test_the_predictor_asks_for_the_serving_gpu_resource",),
     ),
     # The predictor's outputs.

@@ -419,7 +419,7 @@ def kfp_object_store(kfp_host):
 def no_earlier_predictor(custom, core):
     """No InferenceService of an earlier run in a KFP namespace, nor its predictor pod.
 
-    Its 1 CPU would leave a run's Worker unschedulable on the real node's 2 CPUs (seen: rank
+    Its 1 CPU would leave a run's Worker unschedulable on the real nodes' CPUs (seen: rank
     0 waited at the rendezvous until the step's timeout). A cluster with room needs nothing.
     """
     from kfp_helpers import ISVC_LABEL, KFP_NAMESPACES, MODEL_NAME

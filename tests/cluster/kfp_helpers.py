@@ -14,12 +14,12 @@ from cli import main as cli
 KFP_NAMESPACE = "kubeflow"  # single-user KFP runs everything in its own namespace
 LEGACY_NAMESPACE = "kubeflow-legacy"  # the older API server's (build/cluster/kfp-legacy-host)
 KFP_NAMESPACES = (KFP_NAMESPACE, LEGACY_NAMESPACE)
-STORAGE_CLASS = "fmnist-local"  # the real node's local volumes (RWX on its one node)
+STORAGE_CLASS = "fmnist-local"  # the real nodes' local volumes (RWX: both nodes mount them)
 RUN_ID_LABEL = "pipeline/runid"  # backend/src/common/util/consts.go LabelKeyWorkflowRunId
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"  # argo-workflows v3.7.3 pkg/apis/workflow
 MODEL_NAME = "fashion-mnist"  # the pipeline's model_name default: the InferenceService
 ISVC_LABEL = "serving.kserve.io/inferenceservice"  # on the predictor's pods
-# Runs of a slice of the data for one epoch, sized for the real node's 2 CPUs: a training
+# Runs of a slice of the data for one epoch, sized for the real nodes' CPUs: a training
 # process asks for 900m, so that Master and Worker fit beside the train step's own pod (its
 # KFP launcher init container asks for 100m).
 SLICE = {  # a slice of the data, one epoch, sizes that fit the 2-CPU node
@@ -57,7 +57,7 @@ def submitted(out: str) -> tuple[str, str]:
 
 
 def submit_argv(host: str, pipeline: str, name: str) -> list[str]:
-    """`fmnist submit` of ``pipeline`` as KFP pipeline ``name``, on the real node's storage."""
+    """`fmnist submit` of ``pipeline`` as KFP pipeline ``name``, on the real nodes' storage."""
     return [
         "submit",
         "--host",

@@ -1,12 +1,13 @@
 """Fixtures for the tests whose pods run for real on the tier's kubelet node.
 
-tools/controlplane/harness/node.py starts the node: containerd v2 with runc, a bridge pod
-network, CoreDNS for cluster names, and a kubelet of the tier's own Kubernetes release. Our
-images and the stand-ins for the images controllers inject are built on this machine
-(harness/images.py) and imported into its containerd. A namespace's pods land there when the
-namespace carries the harness's PodNodeSelector / PodTolerationRestriction annotations; the
-``real_namespace`` fixture adds them and a Pod Security level to enforce. Workspaces are local
-PersistentVolumes of that node, each a fresh ``root:root 0755`` folder the test can read.
+tools/controlplane/harness/node.py starts two real nodes: each containerd v2 with runc, a
+bridge pod network, a kubelet and kube-proxy of the tier's own Kubernetes release; CoreDNS
+answers cluster names. Our images and the stand-ins for the images controllers inject are
+built on this machine (harness/images.py) and pulled by each node from the tier's registry
+(harness/registry.py). A namespace's pods land on them when the namespace carries the
+harness's PodNodeSelector / PodTolerationRestriction annotations; the ``real_namespace``
+fixture adds them and a Pod Security level to enforce. Workspaces are local
+PersistentVolumes both nodes mount, each a fresh ``root:root 0755`` folder the test can read.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ def harness_module(name: str):
 
 
 def harness_node():
-    """tools/controlplane/harness/node.py: the node's name, label and namespace annotations."""
+    """tools/controlplane/harness/node.py: the nodes' names, label and namespace annotations."""
     return harness_module("node")
 
 
 @pytest.fixture(name="namespace", params=["baseline"])
 def real_namespace(request, namespace_factory):
-    """A test namespace whose pods run on the real node, enforcing ``request.param``.
+    """A test namespace whose pods run on the real nodes, enforcing ``request.param``.
 
     Import it into a test module to replace conftest's kwok-played ``namespace`` there. The
     Pod Security level is "baseline" unless a test parametrizes ``namespace`` indirectly.
@@ -49,7 +50,7 @@ def real_namespace(request, namespace_factory):
 
 @dataclass(frozen=True)
 class Workspace:
-    """A PVC bound to a local volume of the real node, and that volume's folder here."""
+    """A PVC bound to a local volume of the real nodes, and that volume's folder here."""
 
     pvc: str
     path: Path

@@ -111,8 +111,8 @@ def test_four_fake_nodes_with_their_gpus(core):
         if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"
     }
     assert set(nodes) == {"gpu-node-1", "gpu-node-2", "mig-node-1", "cpu-node-1"}
-    # ... and the real kubelet's node (harness/node.py), which kwok leaves alone.
-    assert {n.metadata.name for n in every} - set(nodes) == {"real-node-1"}
+    # ... and the real kubelets' nodes (harness/node.py), which kwok leaves alone.
+    assert {n.metadata.name for n in every} - set(nodes) == {"real-node-1", "real-node-2"}
     for node in nodes.values():
         ready = [c.status for c in node.status.conditions if c.type == "Ready"]
         assert ready == ["True"], node.metadata.name

@@ -1,11 +1,12 @@
-"""The project's steps with real pods: our images in real containers on the tier's kubelet.
+"""The project's steps with real pods: our images in real containers on the tier's kubelets.
 
-Each test runs in a namespace whose pods the apiserver pins to the real node (real_pods.py),
+Each test runs in a namespace whose pods the apiserver pins to the real nodes (real_pods.py),
 enforcing Pod Security "baseline" or "restricted", on a slice of the real FashionMNIST data.
 The steps run here as the pipeline's account, as in test_steps.py, but nothing of the job is
-played: the Training Operator's pods pull nothing (our images are in the node's containerd),
-rendezvous over the pod network by cluster DNS names, train with gloo and write the model to
-a local PersistentVolume.
+played: the Training Operator's pods run our images (pulled by each node's containerd from
+the tier's registry), land on the two real nodes, rendezvous over the pod network between
+them by cluster DNS names, train with gloo and write the model to a local PersistentVolume
+both nodes mount.
 
 Upstream behaviour relied on:
 - Training Operator v1.9.4 pkg/controller.v1/pytorch/initcontainer.go: every Worker gets an
@@ -86,7 +87,7 @@ def restricted_init_container():
 def train_for_real(
     core, namespace: str, packed_slice, tmp_path, job_api: str = "pytorchjob"
 ) -> tuple[dict, PodRecorder]:
-    """The train step's default job on the real node; returns model.json and the job's pods."""
+    """The train step's default job on the real nodes; returns model.json and the job's pods."""
     workspace = bind_workspace(core, namespace)
     job = TrainingJob(epochs=1, cpu=NODE_CPU, memory="3Gi", timeout_seconds=600, job_api=job_api)
     model_dir = tmp_path / "model"
@@ -110,15 +111,19 @@ def train_for_real(
 
 
 def check_learned(saved: dict, recorded: PodRecorder, out: str) -> None:
-    """DDP over two real pods on the real node: the accuracy, rank 0's log in the step's."""
+    """DDP over two real pods on the two real nodes: the accuracy, rank 0's log in the step's.
+
+    Each node has 1.5 CPU allocatable (harness/node_configs.py SYSTEM_RESERVED), so ranks of
+    1 CPU each land on different kubelets and talk over the pod network between nodes.
+    """
     accuracy = saved["metrics"]["accuracy"]
     assert accuracy > 0.5  # a uniform guess scores 0.1
     assert saved["training"]["world_size"] == 2
     assert "training on 2 process(es), device cpu, 2000 examples, 1 CPU thread(s) each" in out
     assert f"{{metricName: accuracy, metricValue: {accuracy:.4f}}}" in out
     assert len(recorded.pods) == 2
+    assert {pod.spec.node_name for pod in recorded.pods.values()} == set(harness_node().NAMES)
     for pod in recorded.pods.values():
-        assert pod.spec.node_name == harness_node().NAME
         (status,) = pod.status.container_statuses
         assert status.state.terminated.exit_code == 0, status
 
@@ -234,7 +239,7 @@ def test_a_katib_experiment_of_two_trials_ends_with_observations(
     assert len(tried) == 2 and any(math.isclose(best["lr"], lr) for lr in tried), (best, tried)
     assert all(0.001 <= lr <= 0.003 for lr in tried) and best["epochs"] == 1, (best, tried)
     for name, pod in recorded.pods.items():
-        assert pod.spec.node_name == harness_node().NAME
+        assert pod.spec.node_name in harness_node().NAMES
         containers = {status.name: status for status in pod.status.container_statuses}
         assert set(containers) == {"pytorch", "metrics-logger-and-collector"}, name
         for status in containers.values():

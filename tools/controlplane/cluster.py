@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real Kubernetes control plane with the Kubeflow controllers and one real node, on this machine.
+"""A real Kubernetes control plane with the Kubeflow controllers and two real nodes, here.
 
     python tools/controlplane/cluster.py build  [--trainer v2.1.0|v2.3.0] [--kserve v0.15.2|v0.20.0]
     python tools/controlplane/cluster.py up     [same options] [--workers 0|1|2]  # build, start
@@ -8,6 +8,8 @@
     python tools/controlplane/cluster.py images                  # build the images (cached)
     python tools/controlplane/cluster.py restart-apiserver [--down-seconds N]
     python tools/controlplane/cluster.py karmada   # attach Karmada, the workers its members
+    python tools/controlplane/cluster.py node-off 2  # lose real-node-2 (a power cut)
+    python tools/controlplane/cluster.py node-on 2   # and get it back
 
 Every component is built with ``go build`` from the module pinned in
 ``tools/controlplane/<component>/go.mod`` (the ``tool`` directives name the programs) into a
@@ -31,9 +33,10 @@ maps rendered with kustomize from the same module. ``up`` then
 5. starts ``--workers`` MultiKueue worker clusters (harness/workers.py), each with its own
    control plane, JobSet, Training Operator, Trainer and Kueue, and puts each one's
    kubeconfig in a Secret on the main cluster, their manager;
-6. starts CoreDNS and the real node (harness/node.py: containerd v2 with runc, the bridge
-   CNI and a kubelet), imports the images of harness/images.py into it and waits until it
-   is Ready.
+6. starts CoreDNS, the image registry with the images of harness/images.py pushed into it
+   (harness/registry.py), and the two real nodes (harness/node.py: each containerd v2 with
+   runc, the bridge CNI, a kubelet and kube-proxy; the second in a network namespace of its
+   own, harness/node_network.py), which pull the images, and waits until they are Ready.
 
 ``karmada``, on a running cluster with both workers, starts Karmada's control plane (its own
 kube-apiserver, and the aggregated apiserver, webhook, controller manager and scheduler that

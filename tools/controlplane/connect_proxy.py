@@ -9,15 +9,15 @@ then tunnels through it with CONNECT and leaves the name unresolved (grpc-go >= 
 internal/resolver/delegatingresolver), and the proxy connects to the local service.
 
     python3 connect_proxy.py LISTEN_PORT TARGET_HOST:TARGET_PORT [HOST_PREFIX=HOST:PORT ...]
-        [--pods-on NODE --kubeconfig FILE]
+        [--pods-on NODE[,NODE...] --kubeconfig FILE]
 
 A tunnel to a host starting with a HOST_PREFIX goes to that prefix's address instead: the
 harness sends ``katib-db-manager.`` to Katib's DB manager (harness/controllers/katib.py), so
 that the suggestion service never answers in its place.
 
 With ``--pods-on``, a tunnel to ``<service>.<namespace>`` whose Service has a ready endpoint
-on that (real) node goes to the endpoint's pod address: each Experiment then talks to its own
-suggestion pod, as on a cluster. The local goptuna keeps one study per process, the first
+on one of those (real) nodes goes to the endpoint's pod address: each Experiment then talks
+to its own suggestion pod, as on a cluster. The local goptuna keeps one study per process, the first
 Experiment's (katib v0.19.0 pkg/suggestion/v1beta1/goptuna/service.go), so it can stand in
 only for Experiments whose pods are kwok's.
 """
@@ -98,12 +98,16 @@ def address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def pod_resolver(node: str, kubeconfig: str) -> Resolver:
-    """Find a ready endpoint on ``node`` of the Service a ``<service>.<namespace>`` host names."""
+def pod_resolver(nodes: str, kubeconfig: str) -> Resolver:
+    """A resolver to a ready endpoint, on one of ``nodes`` (comma-separated), of a Service.
+
+    The Service is the one a ``<service>.<namespace>`` host names.
+    """
     from kubernetes import client, config
     from urllib3.exceptions import HTTPError
 
     discovery = client.DiscoveryV1Api(config.new_client_from_config(kubeconfig))
+    real = set(nodes.split(","))
 
     def resolve(host: str, port: int) -> tuple[str, int] | None:
         service, _, rest = host.partition(".")
@@ -118,7 +122,7 @@ def pod_resolver(node: str, kubeconfig: str) -> Resolver:
             print(f"cannot read {namespace}/{service}'s endpoints: {error}", flush=True)
             return None
         for endpoint in (e for s in slices for e in s.endpoints or []):
-            if endpoint.node_name == node and (endpoint.conditions.ready is not False):
+            if endpoint.node_name in real and (endpoint.conditions.ready is not False):
                 return endpoint.addresses[0], port
         return None
 
@@ -131,7 +135,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("port", type=int)
     parser.add_argument("target", type=address)
     parser.add_argument("routes", nargs="*", metavar="HOST_PREFIX=HOST:PORT")
-    parser.add_argument("--pods-on", metavar="NODE")
+    parser.add_argument("--pods-on", metavar="NODE[,NODE...]")
     parser.add_argument("--kubeconfig")
     args = parser.parse_args(argv)
     routes = {prefix: address(to) for prefix, to in (r.split("=", 1) for r in args.routes)}

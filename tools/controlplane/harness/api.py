@@ -50,7 +50,8 @@ class Api:
         """One request; returns (HTTP status, decoded body)."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.server + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
+        patch = method == "PATCH"  # a JSON merge patch
+        request.add_header("Content-Type", f"application/{'merge-patch+' if patch else ''}json")
         try:
             with urllib.request.urlopen(request, context=self.context, timeout=60) as response:
                 return response.status, json.loads(response.read() or b"{}")

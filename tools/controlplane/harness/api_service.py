@@ -14,7 +14,7 @@ from __future__ import annotations
 import socket
 import sys
 
-from harness.dns import hold_address
+from harness.dns import SERVED_HERE, hold_address
 from harness.paths import CONTROLPLANE
 from harness.processes import Process, wait_for
 
@@ -42,3 +42,15 @@ def start(server: str) -> dict[str, int]:
     pid = forward.start()
     wait_for(f"the kubernetes Service on {CLUSTER_IP}:{PORT}", _answers, 20, "api-service")
     return {"api-service": pid}
+
+
+def keep_from_kube_proxy(api) -> None:
+    """Label the ``kubernetes`` Service as served here, so kube-proxy leaves its address be.
+
+    The apiserver's reconciler rewrites only the Service's ports and type, never its labels
+    (k8s.io/kubernetes v1.36.3 pkg/controlplane/controller/kubernetesservice/controller.go).
+    """
+    path = "/api/v1/namespaces/default/services/kubernetes"
+    status, answer = api.call("PATCH", path, {"metadata": {"labels": SERVED_HERE}})
+    if status != 200:
+        raise SystemExit(f"labelling the kubernetes Service: {status} {answer.get('message')}")

@@ -22,6 +22,8 @@ from harness import (
     karmada,
     multikueue,
     node,
+    node_faults,
+    registry,
     volumes,
     workers,
 )
@@ -29,7 +31,7 @@ from harness.api import Api
 from harness.build import build, build_all
 from harness.components import components
 from harness.controllers import controllers, katib, training_operator
-from harness.paths import BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
+from harness.paths import BIN, BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
 from harness.pki import make_pki, remove_certs
 from harness.processes import Process, alive, log_tail, terminate, wait_for, wait_ready
 
@@ -42,23 +44,45 @@ def progress(started: float, what: str) -> None:
 
 
 def up(args) -> None:
-    """Build what is missing, start the control plane and the controllers, wait until ready."""
+    """Build what is missing, start the control plane and the controllers, wait until ready.
+
+    Our images build (where a source changed) while the control plane starts: only the real
+    nodes need them.
+    """
     started = time.monotonic()
     if STATE.exists() or control_plane.kwok_cluster_dir().exists():
         print("a previous cluster is still here: stopping it first", flush=True)
         down(args)
     wanted = components(args.trainer, args.kserve)
     build_all(wanted)
-    pod_images = image_builds.ensure_images()
     seconds = {"build_check": time.monotonic() - started}
-    progress(started, "binaries and images ready")
+    progress(started, "binaries ready; images building where they changed")
+    with ThreadPoolExecutor(1) as pool:
+        images = pool.submit(image_builds.ensure_images)
+        versions = {"trainer": args.trainer, "kserve": args.kserve}
+        processes = _start_clusters(args, wanted, versions, started, seconds)
+        pod_images = images.result()
+    seconds["images_wait"] = time.monotonic() - started - sum(seconds.values())
+    _merge(processes, _start_real_nodes(api=Api(KUBECONFIG), pod_images=pod_images))
+    seconds["real_nodes"] = time.monotonic() - started - sum(seconds.values())
+    progress(started, f"CoreDNS answering, nodes {', '.join(node.NAMES)} Ready")
+    seconds["total"] = time.monotonic() - started
+    state = {**versions, **processes, "seconds": {k: round(v, 1) for k, v in seconds.items()}}
+    STATE.write_text(json.dumps(state, indent=1))
+    print(
+        f"cluster up in {state['seconds']['total']} s ({json.dumps(state['seconds'])}); "
+        f"KUBECONFIG={KUBECONFIG}; logs in {LOGS}",
+        flush=True,
+    )
+
+
+def _start_clusters(args, wanted, versions: dict, started: float, seconds: dict) -> dict:
+    """The main cluster's control plane and controllers, then its MultiKueue workers."""
     for folder in (LOGS, RUN, PIDS):
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
     pki = make_pki()
-    versions = {"trainer": args.trainer, "kserve": args.kserve}
     STATE.write_text(json.dumps({**versions, "starting": True}))
-
     kwok_files = BUILD / "files" / "kwok"
     stages = [
         kwok_files / "node-initialize.yaml",
@@ -86,17 +110,7 @@ def up(args) -> None:
         STATE.write_text(json.dumps({**versions, **processes}))
         progress(started, f"MultiKueue worker cluster {worker} up, its Secret on the manager")
     seconds["workers"] = time.monotonic() - started - sum(seconds.values())
-    processes["pids"] |= _start_real_node(api, pod_images)
-    seconds["real_node"] = time.monotonic() - started - sum(seconds.values())
-    progress(started, f"CoreDNS answering, node {node.NAME} Ready")
-    seconds["total"] = time.monotonic() - started
-    state = {**versions, **processes, "seconds": {k: round(v, 1) for k, v in seconds.items()}}
-    STATE.write_text(json.dumps(state, indent=1))
-    print(
-        f"cluster up in {state['seconds']['total']} s ({json.dumps(state['seconds'])}); "
-        f"KUBECONFIG={KUBECONFIG}; logs in {LOGS}",
-        flush=True,
-    )
+    return processes
 
 
 def _start_controllers(
@@ -162,21 +176,39 @@ def _after_webhooks(api: Api, trainer: str, nodes: int) -> None:
     wait_for("the nodes to be Ready", lambda: api.nodes_ready(nodes), 60, "kwok-controller")
 
 
-def _start_real_node(api: Api, pod_images: tuple[images.ImageSet, ...]) -> dict[str, int]:
-    """CoreDNS, the API's Service, the local volumes, then the real node (containerd, kubelet)."""
+def _start_real_nodes(api: Api, pod_images: tuple[images.ImageSet, ...]) -> dict:
+    """CoreDNS, the API's Service, the registry with the images, the volumes, the real nodes.
+
+    Returns their pids and (for the nodes' programs) how each was started.
+    """
     kubeconfig = yaml.safe_load(KUBECONFIG.read_text())
     server = kubeconfig["clusters"][0]["cluster"]["server"]
-    pids = dns.start() | api_service.start(server)
-    api.create_all([dns.service(), *volumes.local_volumes(LOCAL_VOLUMES)], "real-node")
+    pids = dns.start() | api_service.start(server) | _start_registry()
+    for image_set in pod_images:
+        registry.push(image_set, registry.STORAGE)
+    api.create_all([dns.service(), *volumes.local_volumes(LOCAL_VOLUMES)], "real-nodes")
+    api_service.keep_from_kube_proxy(api)
     ca_dir = control_plane.kwok_cluster_dir() / "pki"
-    pids |= node.start(ca_dir, server, dns.DNS_IP, pod_images, images.SANDBOX_IMAGE)
-    node.wait_ready(api)
-    return pids
+    records = []
+    for real in node.NODES:
+        started = node.start(real, ca_dir, server, dns.DNS_IP, pod_images, images.SANDBOX_IMAGE)
+        pids |= {process.name: pid for process, pid in started}
+        records += [process.__dict__ for process, _ in started]
+    for real in node.NODES:
+        node.wait_ready(api, real)
+    return {"pids": pids, "processes": records}
+
+
+def _start_registry(bin_dir: Path = BIN) -> dict[str, int]:
+    """The image registry, unless one already answers (its pid by name)."""
+    pid = registry.start(bin_dir)
+    return {"registry": pid} if pid else {}
 
 
 def down(args=None) -> None:
     """Stop every process the harness and kwokctl started; keep the logs."""
-    node.stop()  # first: the kubelet and every container it started
+    for real in reversed(node.NODES):  # first: the kubelets and every container they started
+        node.stop(real)
     pids = [int(p.read_text()) for p in PIDS.glob("*.pid")] if PIDS.exists() else []
     terminate(pids, 15)
     shutil.rmtree(PIDS, ignore_errors=True)
@@ -243,13 +275,23 @@ def restart_apiserver(args) -> None:
     print("kube-apiserver restarted", flush=True)
 
 
-def _preload_torch_images(containerd: Path) -> None:
-    """Build the bases and our images, then unpack them into the node's containerd.
+def _preload_torch_images(bin_dirs: tuple[Path, Path]) -> None:
+    """Build the bases and our images, push them, and pull them into each node's containerd.
 
-    Both wait more on the network and the disk than on the CPUs, so beside the Go builds
-    they take cluster-up's longest step (7 GB unpacked, ~6 min on a new machine) off it.
+    All of it waits more on the network and the disk than on the CPUs, so beside the Go
+    builds it takes cluster-up's longest step (7 GB unpacked per node) off it.
     """
-    node.preload(image_builds.ensure_torch_images(), images.SANDBOX_IMAGE, containerd)
+    containerd, registry_bin = bin_dirs
+    ours = image_builds.ensure_torch_images()
+    for folder in (LOGS, PIDS, RUN):
+        folder.mkdir(parents=True, exist_ok=True)
+    pids = _start_registry(registry_bin)
+    try:
+        registry.push(ours, registry.STORAGE)
+        node.preload(ours, images.SANDBOX_IMAGE, containerd)
+    finally:
+        terminate(list(pids.values()), 15)
+        (PIDS / "registry.pid").unlink(missing_ok=True)
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -268,6 +310,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     sub.add_parser("down")
     sub.add_parser("images")  # build the images (cached); each one's size and seconds
     sub.add_parser("status")
+    for name in ("node-off", "node-on"):  # lose a real node, get it back (node_faults.py)
+        sub.add_parser(name).add_argument("index", type=int, choices=[n.index for n in node.NODES])
     restart = sub.add_parser("restart-apiserver")
     restart.add_argument("--down-seconds", type=float, default=0)
     return parser
@@ -280,9 +324,10 @@ def main(argv: list[str], description: str = "") -> None:
     if args.command == "build":
         started = time.monotonic()
         wanted = components(args.trainer, args.kserve)
-        containerd = build(wanted["containerd"]) / "bin"  # first: the torch images go into it
+        # First: the torch images go through these into the nodes' image stores.
+        bin_dirs = (build(wanted["containerd"]) / "bin", build(wanted["registry"]) / "bin")
         with ThreadPoolExecutor(1) as pool:
-            torch_images = pool.submit(_preload_torch_images, containerd)
+            torch_images = pool.submit(_preload_torch_images, bin_dirs)
             build_all(wanted)
             torch_images.result()
         image_builds.ensure_images()
@@ -306,5 +351,11 @@ def main(argv: list[str], description: str = "") -> None:
         down(args)
     elif args.command == "status":
         status(args)
+    elif args.command in ("node-off", "node-on"):
+        real = node_faults.node(args.index)
+        if args.command == "node-off":
+            node_faults.power_off(real)
+        else:
+            node_faults.power_on(real, Api(KUBECONFIG))
     else:
         restart_apiserver(args)

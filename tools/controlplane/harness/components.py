@@ -62,7 +62,8 @@ def _control_plane() -> list[Component]:
                 "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
                 "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
                 "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
-                "kubelet": "k8s.io/kubernetes/cmd/kubelet",  # the real node (harness/node.py)
+                "kubelet": "k8s.io/kubernetes/cmd/kubelet",  # the real nodes (harness/node.py)
+                "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
             },
             ldflags=_k8s_ldflags(),
         ),
@@ -86,7 +87,7 @@ def _control_plane() -> list[Component]:
 
 
 def _node() -> list[Component]:
-    """What the real node runs beside the kubelet: containerd and cluster DNS."""
+    """What the real nodes run beside the kubelet: containerd, cluster DNS, the registry."""
     containerd = "github.com/containerd/containerd/v2"
     return [
         Component(
@@ -102,6 +103,11 @@ def _node() -> list[Component]:
             "coredns",
             "github.com/coredns/coredns",
             {"coredns": "fmnist.local/controlplane/coredns"},
+        ),
+        Component(
+            "registry",
+            "github.com/distribution/distribution/v3",
+            {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
         ),
     ]
 

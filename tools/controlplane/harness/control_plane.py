@@ -118,9 +118,17 @@ def _component_patches(pki: Path) -> list[dict]:
                 },
             ],
         },
+        # Kubernetes' own node monitoring: kwokctl multiplies both by 5 for kwok's many fake
+        # nodes (kwok v0.8.0 pkg/kwokctl/cmd/create/cluster/cluster.go mutationHeartbeat),
+        # which would leave a lost real node Ready for 3m20s. kwok renews its nodes' leases
+        # every 10 s (pkg/kwok/controllers/controller.go: a quarter of their 40 s).
         {
             "name": "kube-controller-manager",
-            "extraArgs": [{"key": "leader-elect", "value": "false"}],
+            "extraArgs": [
+                {"key": "leader-elect", "value": "false"},
+                {"key": "node-monitor-grace-period", "value": "50s"},
+                {"key": "node-monitor-period", "value": "5s"},
+            ],
         },
     ]
 

@@ -17,6 +17,10 @@ from harness.processes import Process, free_port, http_ok, wait_for
 
 SERVICE_RANGE = "10.96.0.0/16"  # the apiserver's --service-cluster-ip-range
 DNS_IP = "10.96.0.10"
+# A Service a program of this machine serves at its ClusterIP (held on the loopback
+# interface) has no endpoints: kube-proxy would reject its traffic, so it skips the Services
+# that name another proxy (k8s.io/kubernetes v1.36.3 cmd/kube-proxy/app/server.go).
+SERVED_HERE = {"service.kubernetes.io/service-proxy-name": "fmnist-machine"}
 
 
 def _corefile(ready_port: int) -> str:
@@ -72,7 +76,7 @@ def service() -> dict:
         "metadata": {
             "name": "kube-dns",
             "namespace": "kube-system",
-            "labels": {"k8s-app": "kube-dns"},
+            "labels": {"k8s-app": "kube-dns", **SERVED_HERE},
         },
         "spec": {
             "clusterIP": DNS_IP,

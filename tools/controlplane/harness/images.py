@@ -1,7 +1,7 @@
 """The cluster tier's container images: which there are, what each is made from, in which sets.
 
 Three kinds, built in the order of ``images()`` (by harness/image_builds.py, with podman: no
-Docker, no registry):
+Docker, and no registry but the tier's own, harness/registry.py):
 
 - stand-in bases made here: Debian bookworm by debootstrap, Debian's Python 3.11 on it
   where python:3.11.11-slim-bookworm has its own, and torch 2.9.0 on that for
@@ -12,8 +12,8 @@ Docker, no registry):
   put into our pods: containerd's pause (sandbox) image, the Training Operator's
   init-pytorch image, Katib's StdOut/File metrics collector and its goptuna suggestion.
 
-The images pods use (``IMAGE_NAMES``) go to the node in two sets (``image_sets``), each
-keyed by its images' ids (harness/image_transfer.py moves a set once per key).
+The images pods use (``IMAGE_NAMES``) go to the nodes in two sets (``image_sets``), each
+keyed by its images' ids: harness/registry.py pushes and pulls a set once per key.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ IMAGE_NAMES = _pod_images()
 
 @dataclass(frozen=True)
 class ImageSet:
-    """Images a pod of the tier uses, as built now: a node imports each key once."""
+    """Images a pod of the tier uses, as built now: a node pulls each key once."""
 
     kind: str  # "ours" (the torch images, GBs) or "standins" (MBs)
     key: str  # from every image's name and id
@@ -196,7 +196,7 @@ def image_set(kind: str, names: list[str], records: dict[str, dict]) -> ImageSet
 def image_sets(records: dict[str, dict]) -> tuple[ImageSet, ImageSet]:
     """IMAGE_NAMES in two sets, ours and the stand-ins, each keyed by its images' ids.
 
-    Apart, a changed stand-in does not stream the 7 GB of ours into the node again.
+    Apart, a changed stand-in does not send ours (7 GB) through the registry again.
     """
     ours = [image.name for image in our_images()]
     standins = [image.name for image in standin_images()]

@@ -1,20 +1,26 @@
-"""One real node: containerd v2 with runc, the bridge CNI and a kubelet, beside kwok's nodes.
+"""Real nodes: containerd v2 with runc, the bridge CNI, a kubelet and kube-proxy, beside kwok's.
 
-Pods bound here run in real containers of images built on this machine (harness/images.py):
-the kubelet (k8s.io/kubernetes cmd/kubelet, the tier's own release) talks CRI to containerd
-(github.com/containerd/containerd/v2 cmd/containerd), which starts each container with
-Debian's runc, in its own network namespace on a bridge (Debian's containernetworking-plugins).
+Pods bound to one run in real containers of images built on this machine (harness/images.py),
+pulled from the tier's registry (harness/registry.py): the kubelet (k8s.io/kubernetes
+cmd/kubelet, the tier's own release) talks CRI to containerd (github.com/containerd/
+containerd/v2 cmd/containerd), which starts each container with Debian's runc, in its own
+network namespace on the node's bridge (Debian's containernetworking-plugins). kube-proxy
+(cmd/kube-proxy, iptables mode) gives the node's namespace the Services' ClusterIPs.
 
-The node carries the taint ``fmnist.dev/real-node=true:NoSchedule`` and the label
-``fmnist.dev/node=real``, so that no kwok-played test lands on it by chance. A namespace whose
-pods must run for real says so the way a cluster admin pins a namespace to a node pool: the
-PodNodeSelector and PodTolerationRestriction admission plugins' annotations
-(``REAL_NAMESPACE_ANNOTATIONS``), which the apiserver applies to every pod created there,
-whoever creates it (a controller, a webhook-mutated pod, a test).
+There are two, ``real-node-1`` in this machine's network namespace and ``real-node-2`` in a
+namespace of its own (harness/node_network.py), so that a job's ranks can run on two kubelets
+and talk over the pod network between nodes. Both carry the taint
+``fmnist.dev/real-node=true:NoSchedule`` and the label ``fmnist.dev/node=real``, so that no
+kwok-played test lands on them by chance. A namespace whose pods must run for real says so the
+way a cluster admin pins a namespace to a node pool: the PodNodeSelector and
+PodTolerationRestriction admission plugins' annotations (``REAL_NAMESPACE_ANNOTATIONS``),
+which the apiserver applies to every pod created there, whoever creates it.
 
-Where things live: sockets and runtime state under ``/run/fmnist-node`` (short unix socket
-paths), the kubelet's root and the local volumes under ``/var/lib/fmnist-node``, containerd's
-image store in the machine cache (``CACHE/containerd``) so that images survive a fresh clone.
+Where things live, per node N (the first without the ``-N``): sockets and runtime state under
+``/run/fmnist-node-N``, the kubelet's root under ``/var/lib/fmnist-node-N``, containerd's image
+store in the machine cache (``CACHE/containerd``, ``CACHE/containerd-node-N``) so that images
+survive a fresh clone. The
+local volumes (harness/volumes.py) are folders of this machine that both nodes mount.
 """
 
 from __future__ import annotations
@@ -23,14 +29,14 @@ import json
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness.image_transfer import import_images as transfer
-from harness.images import ImageSet
-from harness.paths import BIN, CACHE, LOGS, PIDS, RUN
+from harness import node_configs, node_network, registry
+from harness.images import IMAGE_NAMES, ImageSet
+from harness.paths import BIN, CACHE, PIDS
 from harness.processes import Process, run, terminate, wait_for
 
-NAME = "real-node-1"
 LABEL = ("fmnist.dev/node", "real")
 TAINT = {"key": "fmnist.dev/real-node", "value": "true", "effect": "NoSchedule"}
 REAL_NAMESPACE_ANNOTATIONS = {
@@ -41,20 +47,117 @@ REAL_NAMESPACE_ANNOTATIONS = {
         [{"key": TAINT["key"], "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
     ),
 }
-RUN_DIR = Path("/run/fmnist-node")
-STATE_DIR = Path("/var/lib/fmnist-node")
-KUBELET_ROOT = STATE_DIR / "kubelet"
-VOLUMES = STATE_DIR / "volumes"
-CONTAINERD_ROOT = CACHE / "containerd"
-SOCKET = RUN_DIR / "containerd.sock"
-POD_SUBNET, POD_GATEWAY, BRIDGE = "10.88.0.0/16", "10.88.0.1", "fmnist0"
-CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
-RUNC = Path("/usr/sbin/runc")  # Debian's runc (crun fails on this kernel's hybrid cgroups)
+API_SERVICE = "https://10.96.0.1:443"  # the apiserver from any namespace (api_service.py)
 
 
-def ctr(*args: str) -> str:
-    """Run ctr against the node's containerd, in the CRI's namespace; return its output."""
-    return run([str(BIN / "ctr"), "--address", str(SOCKET), "-n", "k8s.io", *args], capture=True)
+@dataclass(frozen=True)
+class RealNode:
+    """One real node: its name, its network and where its programs keep their files."""
+
+    index: int  # 1, 2, ...
+
+    @property
+    def name(self) -> str:
+        """``real-node-N``: the Node object and its hostname label."""
+        return f"real-node-{self.index}"
+
+    @property
+    def first(self) -> bool:
+        """Whether the node lives in this machine's own network namespace."""
+        return self.index == 1
+
+    def _suffix(self) -> str:
+        return "" if self.first else f"-{self.index}"
+
+    @property
+    def netns(self) -> str | None:
+        """Its network namespace; None for this machine's own."""
+        return None if self.first else f"fmnist-node-{self.index}"
+
+    @property
+    def run_dir(self) -> Path:
+        """Sockets and runtime state (short paths: unix sockets have a length limit)."""
+        return Path(f"/run/fmnist-node{self._suffix()}")
+
+    @property
+    def state_dir(self) -> Path:
+        """The kubelet's root and pod log folders."""
+        return Path(f"/var/lib/fmnist-node{self._suffix()}")
+
+    @property
+    def containerd_root(self) -> Path:
+        """Where containerd keeps its images: the machine cache, kept across clones."""
+        return CACHE / ("containerd" if self.first else f"containerd-node-{self.index}")
+
+    @property
+    def socket(self) -> Path:
+        """The socket containerd serves on."""
+        return self.run_dir / "containerd.sock"
+
+    @property
+    def hosts_dir(self) -> Path:
+        """The registry hosts of containerd: the tier's registry mirrors each upstream one."""
+        return self.run_dir / "certs.d"
+
+    @property
+    def pod_logs(self) -> Path:
+        """The kubelet's pod log folder (/var/log/pods for the first node)."""
+        return Path("/var/log/pods") if self.first else self.state_dir / "pod-logs"
+
+    @property
+    def cgroup_root(self) -> str:
+        """The kubelet's cgroup root."""
+        return "/" if self.first else f"/fmnist-node-{self.index}"
+
+    @property
+    def pod_subnet(self) -> str:
+        """The node's pod addresses: 10.88.0.0/16 for the first, 10.89.0.0/16 next."""
+        return f"10.{87 + self.index}.0.0/16"
+
+    @property
+    def gateway(self) -> str:
+        """The bridge's address: its pods' gateway."""
+        return f"10.{87 + self.index}.0.1"
+
+    @property
+    def bridge(self) -> str:
+        """The node's bridge."""
+        return f"fmnist{self.index - 1}"
+
+    @property
+    def host_link(self) -> str:
+        """This machine's end of the veth pair to the node's namespace."""
+        return f"fmnist-n{self.index}"
+
+    @property
+    def host_side(self) -> str:
+        """This machine's address on the link to the node."""
+        return f"10.77.{self.index}.1"
+
+    @property
+    def address(self) -> str:
+        """The node's InternalIP: the machine's own for the first, its link's otherwise."""
+        return node_ip() if self.first else f"10.77.{self.index}.2"
+
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` in the node's network namespace (only that one: mounts stay shared)."""
+        return argv if self.first else ["nsenter", f"--net=/run/netns/{self.netns}", "--", *argv]
+
+    def ctr(self, bin_dir: Path = BIN) -> list[str]:
+        """The ``ctr`` command for this node's containerd."""
+        return [str(bin_dir / "ctr"), "--address", str(self.socket)]
+
+    def program(self, name: str) -> str:
+        """The name the harness knows one of the node's programs by: ``kubelet-2``."""
+        return f"{name}{self._suffix()}"
+
+    def process(self, name: str, argv: list[str]) -> Process:
+        """One of the node's programs, logging to build/cluster/logs/<program>.log."""
+        return Process(self.program(name), self.command(argv))
+
+
+NODES = (RealNode(1), RealNode(2))
+NAMES = tuple(node.name for node in NODES)
 
 
 def node_ip() -> str:
@@ -65,256 +168,157 @@ def node_ip() -> str:
     return info["addr_info"][0]["local"]
 
 
-def _cni_config() -> dict:
-    """A bridge network with host-local addresses; the host is every pod's gateway."""
-    return {
-        "cniVersion": "1.0.0",
-        "name": "fmnist-pods",
-        "plugins": [
-            {
-                "type": "bridge",
-                "bridge": BRIDGE,
-                "isGateway": True,
-                "ipMasq": True,
-                "hairpinMode": True,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": POD_SUBNET, "gateway": POD_GATEWAY}]],
-                    "routes": [{"dst": "0.0.0.0/0"}],
-                    "dataDir": str(RUN_DIR / "ipam"),
-                },
-            },
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
+def start_containerd(
+    node: RealNode, sandbox: str, bin_dir: Path = BIN, in_its_network: bool = True
+) -> tuple[Process, int]:
+    """Start the node's containerd (binaries in ``bin_dir``); it and its pid once it serves.
 
-
-def _containerd_config(sandbox_image: str) -> str:
-    """The config of containerd v2 (version 3): runc by path, our CNI, the sandbox image built here.
-
-    ``restrict_oom_score_adj``: runc cannot lower its own oom_score_adj here ("failed to
-    update /proc/self/oom_score_adj: Permission denied"), so containerd must not ask it to
-    (internal/cri/config/config.go, v2.4.2).
+    ``in_its_network=False``: in this machine's network namespace, which is enough to pull
+    images (the node's own may not exist yet).
     """
-    return f"""version = 3
-root = "{CONTAINERD_ROOT}"
-state = "{RUN_DIR / "containerd"}"
-
-[grpc]
-  address = "{SOCKET}"
-
-[plugins."io.containerd.cri.v1.runtime"]
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  [plugins."io.containerd.cri.v1.runtime".containerd]
-    default_runtime_name = "runc"
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-        BinaryName = "{RUNC}"
-        SystemdCgroup = false
-  [plugins."io.containerd.cri.v1.runtime".cni]
-    bin_dirs = ["{CNI_BIN}"]
-    conf_dir = "{RUN_DIR / "net.d"}"
-
-[plugins."io.containerd.cri.v1.images"]
-  snapshotter = "overlayfs"
-  [plugins."io.containerd.cri.v1.images".pinned_images]
-    sandbox = "{sandbox_image}"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  stream_server_address = "127.0.0.1"
-"""
-
-
-def _kubelet_config(dns_ip: str, ca: Path) -> dict:
-    """The kubelet's configuration: cgroupfs on cgroup v1, webhook auth, cluster DNS, taint."""
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "failCgroupV1": False,  # this kernel mounts cgroup v1 hierarchies
-        "cgroupDriver": "cgroupfs",
-        "containerRuntimeEndpoint": f"unix://{SOCKET}",
-        "authentication": {
-            "anonymous": {"enabled": False},
-            "webhook": {"enabled": True},
-            "x509": {"clientCAFile": str(ca)},
-        },
-        "authorization": {"mode": "Webhook"},
-        "clusterDNS": [dns_ip],
-        "clusterDomain": "cluster.local",
-        "registerWithTaints": [TAINT],
-        "failSwapOn": False,
-        "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
-        "healthzPort": 10248,
-        "serializeImagePulls": False,
-        # A shared CI machine: never evict or garbage-collect images because the disk fills.
-        "evictionHard": {"nodefs.available": "1%", "imagefs.available": "1%"},
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-        "maxPods": 40,
-        "nodeStatusReportFrequency": "10s",
-        "syncFrequency": "10s",
-    }
-
-
-def _client_certificate(ca_dir: Path) -> tuple[Path, Path]:
-    """A client certificate for system:node:NAME (group system:nodes), signed by the tier's CA.
-
-    The Node authorizer and NodeRestriction admission then treat the kubelet as on a cluster.
-    """
-    folder = RUN_DIR / "pki"
-    folder.mkdir(parents=True, exist_ok=True)
-    key, csr, crt = folder / "kubelet.key", folder / "kubelet.csr", folder / "kubelet.crt"
-    run(["openssl", "genrsa", "-out", str(key), "2048"])
-    subject = f"/O=system:nodes/CN=system:node:{NAME}"
-    run(["openssl", "req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr)])
-    run(
-        ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_dir / "ca.crt")]
-        + ["-CAkey", str(ca_dir / "ca.key"), "-CAcreateserial", "-days", "30", "-out", str(crt)]
-    )
-    return crt, key
-
-
-def _kubeconfig(crt: Path, key: Path, ca: Path, server: str) -> Path:
-    """The kubelet's kubeconfig: its own client certificate."""
-    path = RUN_DIR / "kubelet.kubeconfig"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "tier", "cluster": {"server": server, "certificate-authority": str(ca)}}
-        ],
-        "users": [{"name": NAME, "user": {"client-certificate": str(crt), "client-key": str(key)}}],
-        "contexts": [{"name": "node", "context": {"cluster": "tier", "user": NAME}}],
-        "current-context": "node",
-    }
-    path.write_text(json.dumps(config))
-    return path
-
-
-def start_containerd(sandbox: str, bin_dir: Path = BIN) -> int:
-    """Start the node's containerd (its binaries in ``bin_dir``); its pid once it serves."""
-    for folder in (RUN_DIR / "net.d", RUN_DIR / "ipam", CONTAINERD_ROOT):
+    for folder in (node.run_dir / "net.d", node.run_dir / "ipam", node.containerd_root):
         folder.mkdir(parents=True, exist_ok=True)
-    (RUN_DIR / "net.d" / "10-fmnist.conflist").write_text(json.dumps(_cni_config(), indent=1))
-    config = RUN_DIR / "containerd.toml"
-    config.write_text(_containerd_config(sandbox))
-    containerd = Process("containerd", [str(bin_dir / "containerd"), "--config", str(config)])
+    conflist = node.run_dir / "net.d" / "10-fmnist.conflist"
+    conflist.write_text(json.dumps(node_configs.cni_config(node), indent=1))
+    registry.write_hosts(node.hosts_dir, IMAGE_NAMES)
+    config = node.run_dir / "containerd.toml"
+    config.write_text(node_configs.containerd_config(node, sandbox))
+    argv = [str(bin_dir / "containerd"), "--config", str(config)]
+    containerd = node.process("containerd", argv)
+    if not in_its_network:
+        containerd.command = argv
     containerd.env = {"PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"}  # finds its shim
     pid = containerd.start()
-    wait_for("containerd to serve", lambda: _containerd_up(bin_dir), 60, "containerd")
-    return pid
+    up = lambda: containerd_up(node, bin_dir)  # noqa: E731
+    wait_for(f"{node.name}'s containerd", up, 60, containerd.name)
+    return containerd, pid
+
+
+def pull_images(node: RealNode, images: tuple[ImageSet, ...], bin_dir: Path = BIN) -> None:
+    """Pull the image sets into the node's containerd from the registry (once per key)."""
+    for image_set in images:
+        registry.pull(image_set, node.ctr(bin_dir), node.hosts_dir, node.containerd_root)
 
 
 def preload(images: ImageSet, sandbox: str, bin_dir: Path) -> None:
-    """Import ``images`` into the node's image store now, with no node running.
+    """Pull ``images`` into every node's image store now, with no node running.
 
     ``cluster.py build`` does this beside the Go builds, so that cluster-up finds the 7 GB
     of our images already unpacked. A containerd already serving (a cluster is up) is used.
     """
-    if _containerd_up(bin_dir):
-        import_images(images, bin_dir)
-        return
-    for folder in (LOGS, PIDS, RUN):
-        folder.mkdir(parents=True, exist_ok=True)
-    pid = start_containerd(sandbox, bin_dir)
-    try:
-        import_images(images, bin_dir)
-    finally:
-        terminate([pid], 15)
-        (PIDS / "containerd.pid").unlink(missing_ok=True)
-        shutil.rmtree(RUN_DIR, ignore_errors=True)
+    for node in NODES:
+        if containerd_up(node, bin_dir):
+            pull_images(node, (images,), bin_dir)
+            continue
+        _, pid = start_containerd(node, sandbox, bin_dir, in_its_network=False)
+        try:
+            pull_images(node, (images,), bin_dir)
+        finally:
+            terminate([pid], 15)
+            (PIDS / f"{node.program('containerd')}.pid").unlink(missing_ok=True)
+            shutil.rmtree(node.run_dir, ignore_errors=True)
 
 
 def start(
-    ca_dir: Path, server: str, dns_ip: str, images: tuple[ImageSet, ...], sandbox: str
-) -> dict:
-    """Start containerd (importing ``images``) and the kubelet; return their pids by name."""
-    for folder in (KUBELET_ROOT, VOLUMES):
+    node: RealNode, ca_dir: Path, server: str, dns_ip: str, images: tuple, sandbox: str
+) -> list[tuple[Process, int]]:
+    """The node's network, containerd (with ``images``), kubelet and kube-proxy, with pids."""
+    server = server if node.first else API_SERVICE
+    node_network.set_up(node)
+    for folder in (node.state_dir / "kubelet", node.pod_logs):
         folder.mkdir(parents=True, exist_ok=True)
-    pids = {"containerd": start_containerd(sandbox)}
-    for image_set in images:
-        import_images(image_set)
-    crt, key = _client_certificate(ca_dir)
-    kubelet_config = RUN_DIR / "kubelet.yaml"
-    kubelet_config.write_text(json.dumps(_kubelet_config(dns_ip, ca_dir / "ca.crt")))
-    kubelet = Process(
+    started = [start_containerd(node, sandbox)]
+    pull_images(node, images)
+    for process in (_kubelet(node, ca_dir, server, dns_ip), _kube_proxy(node, ca_dir, server)):
+        started.append((process, process.start()))
+    return started
+
+
+def _kubelet(node: RealNode, ca_dir: Path, server: str, dns_ip: str) -> Process:
+    """The node's kubelet, its certificate, kubeconfig and configuration written."""
+    ca, pki = ca_dir / "ca.crt", node.run_dir / "pki"
+    subject = f"/O=system:nodes/CN=system:node:{node.name}"
+    user = node_configs.client_certificate(ca_dir, pki, "kubelet", subject)
+    config = node.run_dir / "kubelet.yaml"
+    config.write_text(json.dumps(node_configs.kubelet_config(node, dns_ip, ca, TAINT)))
+    kubeconfig = node.run_dir / "kubelet.kubeconfig"
+    node_configs.kubeconfig(kubeconfig, node.name, user, ca, server)
+    return node.process(
         "kubelet",
         [
             str(BIN / "kubelet"),
-            f"--config={kubelet_config}",
-            f"--kubeconfig={_kubeconfig(crt, key, ca_dir / 'ca.crt', server)}",
-            f"--root-dir={KUBELET_ROOT}",
-            f"--cert-dir={RUN_DIR / 'pki'}",
-            f"--hostname-override={NAME}",
-            f"--node-ip={node_ip()}",
+            f"--config={config}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={node.state_dir / 'kubelet'}",
+            f"--cert-dir={pki}",
+            f"--hostname-override={node.name}",
+            f"--node-ip={node.address}",
             f"--node-labels={LABEL[0]}={LABEL[1]}",
             "--v=1",
         ],
     )
-    pids["kubelet"] = kubelet.start()
-    return pids
 
 
-def _containerd_up(bin_dir: Path = BIN) -> bool:
-    """Whether containerd answers on its socket."""
-    if not SOCKET.exists():
+def _kube_proxy(node: RealNode, ca_dir: Path, server: str) -> Process:
+    """The node's kube-proxy (as system:kube-proxy), its kubeconfig and configuration written."""
+    ca, pki = ca_dir / "ca.crt", node.run_dir / "pki"
+    user = node_configs.client_certificate(ca_dir, pki, "kube-proxy", "/CN=system:kube-proxy")
+    kubeconfig = node.run_dir / "kube-proxy.kubeconfig"
+    node_configs.kubeconfig(kubeconfig, "kube-proxy", user, ca, server)
+    config = node.run_dir / "kube-proxy.yaml"
+    config.write_text(json.dumps(node_configs.kube_proxy_config(node, kubeconfig)))
+    return node.process("kube-proxy", [str(BIN / "kube-proxy"), f"--config={config}"])
+
+
+def containerd_up(node: RealNode, bin_dir: Path = BIN) -> bool:
+    """Whether the node's containerd answers on its socket."""
+    if not node.socket.exists():
         return False
-    result = subprocess.run(
-        [str(bin_dir / "ctr"), "--address", str(SOCKET), "version"],
-        capture_output=True,
-        timeout=10,
-    )
+    result = subprocess.run([*node.ctr(bin_dir), "version"], capture_output=True, timeout=10)
     return result.returncode == 0
 
 
-def import_images(images: ImageSet, bin_dir: Path = BIN) -> None:
-    """Bring a set of images into the node's containerd (harness/image_transfer.py)."""
-    transfer(images, [str(bin_dir / "ctr"), "--address", str(SOCKET)], CONTAINERD_ROOT)
-
-
-def stop() -> None:
-    """Stop the kubelet, every pod's containers and sandboxes, containerd; undo mounts, links."""
-    pid_file = PIDS / "kubelet.pid"
-    if pid_file.exists():
-        terminate([int(pid_file.read_text())], 15)
-        pid_file.unlink()
-    if (PIDS / "containerd.pid").exists() and _containerd_up():
-        _remove_containers()
+def stop(node: RealNode) -> None:
+    """Stop the node's kubelet, kube-proxy, containers and containerd; undo mounts, network."""
+    for program in ("kubelet", "kube-proxy"):
+        _stop_program(node.program(program), 15)
+    containerd = node.program("containerd")
+    if (PIDS / f"{containerd}.pid").exists() and containerd_up(node):
+        _remove_containers(node)
     shims = subprocess.run(
-        ["pgrep", "-f", f"containerd-shim-runc-v2 .*{SOCKET}"], capture_output=True, text=True
+        ["pgrep", "-f", f"containerd-shim-runc-v2 .*{node.socket}"], capture_output=True, text=True
     ).stdout.split()
     terminate([int(pid) for pid in shims], 10)
-    if (PIDS / "containerd.pid").exists():
-        terminate([int((PIDS / "containerd.pid").read_text())], 15)
-        (PIDS / "containerd.pid").unlink()
-    _unmount_under(KUBELET_ROOT)
-    _unmount_under(RUN_DIR)
-    subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True)
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    shutil.rmtree(STATE_DIR, ignore_errors=True)
+    _stop_program(containerd, 15)
+    _unmount_under(node.state_dir)
+    _unmount_under(node.run_dir)
+    if node.first:
+        subprocess.run(["ip", "link", "delete", node.bridge], capture_output=True)
+    node_network.tear_down(node)
+    shutil.rmtree(node.run_dir, ignore_errors=True)
+    shutil.rmtree(node.state_dir, ignore_errors=True)
 
 
-def _remove_containers() -> None:
+def _stop_program(name: str, timeout: float) -> None:
+    pid_file = PIDS / f"{name}.pid"
+    if pid_file.exists():
+        terminate([int(pid_file.read_text())], timeout)
+        pid_file.unlink()
+
+
+def _remove_containers(node: RealNode) -> None:
     """Kill every task in the CRI namespace and remove its container (sandboxes included)."""
-    tasks = ctr("tasks", "list", "-q").split()
+    ctr = [*node.ctr(), "-n", "k8s.io"]
+    tasks = run([*ctr, "tasks", "list", "-q"], capture=True).split()
     for task in tasks:
-        _ctr_quietly("tasks", "kill", "-s", "SIGKILL", task)
+        subprocess.run([*ctr, "tasks", "kill", "-s", "SIGKILL", task], capture_output=True)
     deadline = time.monotonic() + 15
-    while ctr("tasks", "list", "-q").split() and time.monotonic() < deadline:
+    while run([*ctr, "tasks", "list", "-q"], capture=True).split() and time.monotonic() < deadline:
         for task in tasks:
-            _ctr_quietly("tasks", "delete", task)
+            subprocess.run([*ctr, "tasks", "delete", task], capture_output=True)
         time.sleep(0.5)
-    for container in ctr("containers", "list", "-q").split():
-        _ctr_quietly("containers", "delete", container)
-
-
-def _ctr_quietly(*args: str) -> None:
-    """Run ctr in the CRI namespace; a task or container already gone is fine."""
-    command = [str(BIN / "ctr"), "--address", str(SOCKET), "-n", "k8s.io", *args]
-    subprocess.run(command, capture_output=True)
+    for container in run([*ctr, "containers", "list", "-q"], capture=True).split():
+        subprocess.run([*ctr, "containers", "delete", container], capture_output=True)
 
 
 def _unmount_under(folder: Path) -> None:
@@ -325,15 +329,16 @@ def _unmount_under(folder: Path) -> None:
         subprocess.run(["umount", "-l", mount], capture_output=True)
 
 
-def ready_check(api) -> bool:
-    """Whether the real node reports Ready."""
-    status, node = api.call("GET", f"/api/v1/nodes/{NAME}")
+def ready_check(api, node: RealNode) -> bool:
+    """Whether the node reports Ready."""
+    status, found = api.call("GET", f"/api/v1/nodes/{node.name}")
     if status != 200:
         return False
-    conditions = node.get("status", {}).get("conditions") or []
+    conditions = found.get("status", {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def wait_ready(api) -> None:
+def wait_ready(api, node: RealNode) -> None:
     """Wait until the node is Ready (the kubelet registered and its runtime and network are)."""
-    wait_for(f"node {NAME} to be Ready", lambda: ready_check(api), 120, "kubelet")
+    kubelet = node.program("kubelet")
+    wait_for(f"node {node.name} to be Ready", lambda: ready_check(api, node), 120, kubelet)

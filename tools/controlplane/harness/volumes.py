@@ -1,14 +1,21 @@
-"""The real node's storage: local PersistentVolumes, each a fresh folder of this machine."""
+"""The real nodes' storage: local PersistentVolumes, each a fresh folder of this machine.
+
+Both real nodes are this machine, so each volume's folder is there for both, the way a
+shared filesystem (NFS, CephFS) is for every node it is exported to: a volume's node
+affinity names both, and a job's ranks on two nodes mount one workspace.
+"""
 
 from __future__ import annotations
 
-from harness.node import NAME, VOLUMES
+from harness.node import NAMES, NODES
+
+VOLUMES = NODES[0].state_dir / "volumes"
 
 STORAGE_CLASS = "fmnist-local"
 
 
 def local_volumes(count: int, size: str = "50Gi") -> list[dict]:
-    """A StorageClass of local volumes on this node and ``count`` fresh volumes in it.
+    """A StorageClass of local volumes on the real nodes and ``count`` fresh volumes in it.
 
     Each volume is a folder owned by root, mode 0755, like the root of a fresh block volume:
     a pod writes it as a non-root user only if the kubelet applies its fsGroup (the local
@@ -20,7 +27,7 @@ def local_volumes(count: int, size: str = "50Gi") -> list[dict]:
             "kind": "StorageClass",
             "metadata": {"name": STORAGE_CLASS},
             "provisioner": "kubernetes.io/no-provisioner",
-            # Bound at once (one node): a test sees the volume's folder before any pod runs.
+            # Bound at once (every node has it): a test sees the folder before any pod runs.
             "volumeBindingMode": "Immediate",
             "reclaimPolicy": "Retain",
         }
@@ -33,7 +40,7 @@ def local_volumes(count: int, size: str = "50Gi") -> list[dict]:
             {
                 "apiVersion": "v1",
                 "kind": "PersistentVolume",
-                "metadata": {"name": f"{NAME}-pv-{index:02d}"},
+                "metadata": {"name": f"real-pv-{index:02d}"},
                 "spec": {
                     "capacity": {"storage": size},
                     "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
@@ -48,7 +55,7 @@ def local_volumes(count: int, size: str = "50Gi") -> list[dict]:
                                         {
                                             "key": "kubernetes.io/hostname",
                                             "operator": "In",
-                                            "values": [NAME],
+                                            "values": list(NAMES),
                                         }
                                     ]
                                 }

@@ -56,7 +56,7 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
                 f"127.0.0.1:{SUGGESTION_PORT}",
                 f"katib-db-manager.={katib_db.ADDRESS}:{katib_db.LISTEN_PORT}",
                 "--pods-on",
-                node.NAME,
+                ",".join(node.NAMES),
                 "--kubeconfig",
                 str(KUBECONFIG),
             ],

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 from harness.controllers.setup import Setup
-from harness.dns import hold_address
+from harness.dns import SERVED_HERE, hold_address
 from harness.paths import BIN
 from harness.processes import Process, free_port
 
@@ -98,7 +98,8 @@ def configure(setup: Setup) -> tuple[list[Process], list[dict]]:
     service = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": "katib-db-manager", "namespace": "kubeflow"},
+        # Served by a program here, not by pods: kube-proxy must leave its address alone.
+        "metadata": {"name": "katib-db-manager", "namespace": "kubeflow", "labels": SERVED_HERE},
         "spec": {"clusterIP": ADDRESS, "ports": [{"name": "api", "port": PORT}]},
     }
     return [postgres, manager], [service]
