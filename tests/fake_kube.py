@@ -19,6 +19,7 @@ from kubernetes.client import (
     V1ContainerStateWaiting,
     V1ContainerStatus,
     V1Namespace,
+    V1Node,
     V1ObjectMeta,
     V1PersistentVolumeClaim,
     V1Pod,
@@ -102,7 +103,8 @@ class FakeCore:
     """Pods, their logs, namespaces: each list call and each log read returns the next one.
 
     Also what ``fmnist sweep --apply`` does with the user's credentials: read a PVC (those in
-    ``pvcs`` exist) and run a pod to its end (each read reports the next of ``pod_phases``).
+    ``pvcs`` exist) and run a pod to its end (each read reports the next of ``pod_phases``);
+    and the Nodes the train step reads (``nodes``, by name).
     """
 
     def __init__(self, cluster: FakeCluster):
@@ -115,6 +117,7 @@ class FakeCore:
         self.pod_phases: list[str] = ["Succeeded"]
         self.created_pods: list[dict] = []
         self.deleted_pods: list[tuple[str, str]] = []  # (namespace, name)
+        self.nodes: dict[str, V1Node] = {}
 
     def list_namespaced_pod(self, namespace, label_selector=None):
         self.selectors.append(label_selector)
@@ -145,6 +148,12 @@ class FakeCore:
 
     def delete_namespaced_pod(self, name, namespace):
         self.deleted_pods.append((namespace, name))
+
+    def read_node(self, name):
+        self.cluster.fail_if_scripted("get", "nodes")
+        if name not in self.nodes:
+            raise ApiException(status=404, reason="NotFound")
+        return self.nodes[name]
 
 
 class FakeApps:

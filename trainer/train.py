@@ -110,7 +110,9 @@ class Trainer:
         if self.history:  # where the run stands, for a reader of this log alone (Katib)
             last = self.history[-1]
             self._log(format_metric_line(last["accuracy"], last["loss"]))
-        self._log(f"resumed from checkpoint after epoch {self.epoch}")
+        self._log(
+            f"resumed from epoch {self.epoch} (its checkpoint); epoch {self.epoch + 1} is next"
+        )
 
     def _log(self, message: str) -> None:
         if self.context.is_main:

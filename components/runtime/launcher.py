@@ -10,7 +10,11 @@ What the step guarantees, for both job kinds alike:
 - the rank-0 pod's log streams into the step's log;
 - a Failed job fails the step with its conditions and the log's tail (the job stays for
   inspection; a PyTorchJob until its TTL); while Kueue keeps the job suspended the step
-  waits, and says why; a job Kueue admitted but never starts fails the step;
+  waits, and says why (``preempted by <workload>; waiting for quota`` when a job of higher
+  priority took its quota: preemption.py); a job Kueue admitted but never starts fails the
+  step;
+- a pod of the job on a node that stopped answering fails the step, naming the node, two
+  minutes after the node left Ready (lost_nodes.py), and deletes the job;
 - a succeeded PyTorchJob is left to its TTL; a succeeded TrainJob, which has none, is
   deleted once the model is copied;
 - a job Kueue's MultiKueue sends to a worker cluster is followed by the status Kueue copies
@@ -35,10 +39,11 @@ from dataclasses import dataclass
 
 from kubernetes.config import ConfigException
 
-from components.runtime import pod_status
+from components.runtime import lost_nodes, pod_status
 from components.runtime.discovery import choose_job_api, kueue_resource, trainjob_generation
 from components.runtime.kube import KubeClient, current_namespace
 from components.runtime.logs import LogFollower
+from components.runtime.lost_nodes import NodeLost
 from components.runtime.multicluster import (
     MULTIKUEUE,
     admission_checks,
@@ -48,6 +53,7 @@ from components.runtime.multicluster import (
     worker_kubeconfig,
 )
 from components.runtime.objects import create_or_adopt, run_object_name
+from components.runtime.preemption import preemption, preemptor_name
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.volumes import stage_dataset
 from components.runtime.waiting import condition_summary, follow, true_conditions
@@ -59,6 +65,7 @@ from components.specs.training_job import training_job
 
 JOB_PREFIX = "fmnist"
 STUCK_SECONDS = 180  # admitted by Kueue yet suspended this long: Kueue cannot start it
+STALL_SECONDS = 30  # rank 0's log this long without a new line: look at the pods' nodes
 WORKLOAD_JOB_LABEL = "kueue.x-k8s.io/job-uid"  # kueue v0.19.2 pkg/controller/constants
 
 
@@ -99,6 +106,9 @@ class JobWatch:
         self.logs = LogFollower(kube, namespace, kind.rank0_selector(name), kind.container, echo)
         self.last: dict | None = None
         self.waiting_said, self.admitted_at = None, None
+        self.preemptors: dict = {}  # Preemption -> the preemptor's name, looked up once
+        self.progress = (None, time.monotonic())  # rank 0's log position, and since when
+        self._last_workload: dict | None = None
         self.worker, self.log_elsewhere = "", ""  # the MultiKueue worker running the job
 
     @property
@@ -118,6 +128,8 @@ class JobWatch:
         if self.kind.suspended in true:
             self._wait_for_kueue(job)
             return None
+        if not self.worker and self._log_stalled():
+            self._check_nodes()  # first: a lost node's kubelet serves no log
         if not self.log_elsewhere:
             self.logs.poll()
         if self.kind.succeeded in true:
@@ -126,6 +138,21 @@ class JobWatch:
             where = f" on cluster {self.worker}" if self.worker else ""
             raise JobFailed(f"{self.what} failed{where}.\n{self.describe()}")
         return None
+
+    def _log_stalled(self) -> bool:
+        """Whether rank 0's log has had no new line for STALL_SECONDS."""
+        seen, now = (self.logs.current, self.logs.printed), time.monotonic()
+        if seen != self.progress[0]:
+            self.progress = (seen, now)
+        return now - self.progress[1] > STALL_SECONDS
+
+    def _check_nodes(self) -> None:
+        """Give up on a job with a pod on a lost node (lost_nodes.py)."""
+        pods = self.kube.list_pods(self.namespace, self.kind.pods_selector(self.name))
+        try:
+            lost_nodes.check(self.kube, pods)
+        except NodeLost as lost:
+            raise NodeLost(f"{self.what} cannot go on: {lost}") from None
 
     def describe(self) -> str:
         """The job's conditions, its pods that never started, the last lines of rank 0's log."""
@@ -184,6 +211,13 @@ class JobWatch:
                 "docs/operations.md#compatibility); otherwise see the Workload's events."
             )
         reason = message or true_conditions(job)[self.kind.suspended].get("message", "")
+        preempted = preemption(self._last_workload or {})
+        if preempted:
+            who = self.preemptors.get(preempted) or preemptor_name(
+                self.kube, self.namespace, preempted
+            )
+            self.preemptors[preempted] = who
+            reason = f"preempted by {who}; waiting for quota"
         if reason != self.waiting_said:
             self.waiting_said = reason
             self.echo(f"{self.what} is suspended by Kueue, waiting for admission: {reason}")
@@ -203,7 +237,8 @@ class JobWatch:
 
     def _workload_state(self, job: dict) -> tuple[bool, str]:
         """(admitted, why not) from the job's Kueue Workload; best effort."""
-        return admission_state(self._workload(job) or {})
+        self._last_workload = self._workload(job)
+        return admission_state(self._last_workload or {})
 
 
 def admission_state(workload: dict) -> tuple[bool, str]:
@@ -250,7 +285,7 @@ def run_training_job(
         )
         try:
             final = follow(watch, job.timeout_seconds, echo=echo)
-        except (TimeoutError, KeyboardInterrupt, JobStuck):  # given up: free quota and GPUs
+        except (TimeoutError, KeyboardInterrupt, JobStuck, NodeLost):  # free quota and GPUs
             echo(f"deleting {watch.what}")
             kube.delete(target.kind.resource, namespace, name)
             raise

@@ -38,7 +38,16 @@ MASTER_PORT = 23456  # the training operator's default PyTorchJob port
 QUEUE_LABEL = training.LOCAL_QUEUE_LABEL  # kueue.x-k8s.io/queue-name
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 TTL_SECONDS = 3600  # the operator deletes a finished job (and its pods) after this
-BACKOFF_LIMIT = 3  # pod restarts (each resumes from the checkpoint) before the job fails
+# Failures a job survives (each resumes from the checkpoint). The Training Operator's
+# backoffLimit counts container restarts summed over the job's Running pods (v1.9.4
+# pkg/core/job.go PastBackoffLimit), and one failure restarts every rank (a rank's death
+# fails its peers' collectives), so the limit is that many restarts of every replica.
+FAILURES_SURVIVED = 3
+
+
+def backoff_limit(workers: int) -> int:
+    """runPolicy.backoffLimit for ``workers`` replicas: FAILURES_SURVIVED of the whole job."""
+    return FAILURES_SURVIVED * workers
 
 
 def kueue_labels(job: TrainingJob) -> dict[str, str]:
@@ -103,7 +112,7 @@ def pytorchjob(
             run_policy=KubeflowOrgV1RunPolicy(
                 clean_pod_policy="Running",  # kill pods still running when the job ends
                 ttl_seconds_after_finished=TTL_SECONDS,
-                backoff_limit=BACKOFF_LIMIT,
+                backoff_limit=backoff_limit(job.workers),
                 active_deadline_seconds=job.timeout_seconds,
             ),
         ),

@@ -404,13 +404,13 @@ def test_a_local_sweep_reruns_afresh_and_resumes_when_asked(packed_small, tmp_pa
     assert main(argv) == 0  # once "no trial reported accuracy": each trial resumed, silent
     second = capsys.readouterr().out
     assert f"{tmp_path}: removing (--resume continues them) the 2 trial(s)" in second
-    assert "resumed from checkpoint" not in (tmp_path / "trial-1" / "log.txt").read_text()
+    assert "resumed from epoch" not in (tmp_path / "trial-1" / "log.txt").read_text()
     assert best_line(second) == best_line(first)
     assert main([*argv, "--resume"]) == 0
     third = capsys.readouterr().out
     assert f"{tmp_path}: resuming the 2 trial(s) of an earlier sweep" in third
     log = (tmp_path / "trial-1" / "log.txt").read_text()
-    assert "resumed from checkpoint after epoch 1" in log and "epoch 1 [" not in log
+    assert "resumed from epoch 1" in log and "epoch 1 [" not in log
     assert best_line(third) == best_line(first)
 
 

@@ -15,6 +15,7 @@ from components.specs.pods import GPU_TOLERATION, Placement, TrainerFlags, pvc_v
 from components.specs.pytorchjob import pytorchjob
 from components.specs.training_job import training_job
 from components.specs.trainjob import trainjob
+from serving.defaults import DRAIN_SECONDS
 
 FLAGS = TrainerFlags(
     data_dir="/ws/train/data",
@@ -114,6 +115,17 @@ def test_pytorchjob_single_node_exact_object(validate_crd):
         },
     }
     validate_crd(built)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_the_backoff_limit_lets_every_rank_restart_three_times(workers):
+    """One failure restarts every rank: the dead one, and its peers whose collectives fail. The
+    Training Operator sums the container restarts of all Running pods against backoffLimit
+    (training-operator v1.9.4 pkg/core/job.go PastBackoffLimit), so a limit of 3 failed a
+    4-replica job at its first failure (4 restarts) and a 2-replica one at its second."""
+    job = TrainingJob(workers=workers)
+    built = pytorchjob(name="j", namespace="n", job=job, args=ARGS, placement=WORKSPACE)
+    assert built["spec"]["runPolicy"]["backoffLimit"] == 3 * workers
 
 
 def pod_specs(job: dict) -> list[dict]:
@@ -270,6 +282,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
                 "maxReplicas": 1,
                 "securityContext": RESTRICTED_POD,
                 "tolerations": [GPU_TOLERATION],
+                "terminationGracePeriodSeconds": 40,
                 "containers": [
                     {
                         "name": "kserve-container",
@@ -293,6 +306,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
                             "limits": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"},
                         },
                         "securityContext": RESTRICTED_CONTAINER,
+                        "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": 8080}}},
                     }
                 ],
             }
@@ -327,6 +341,37 @@ def test_the_predictor_asks_for_the_serving_gpu_resource(changes, limits, valida
     validate_crd(built)
     (container,) = built["spec"]["predictor"]["containers"]
     assert container["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": limits}
+
+
+def test_the_predictor_asks_for_the_serving_cpu_and_memory(validate_crd):
+    serving = Serving(serving_cpu="500m", serving_memory="1Gi")
+    built = inference_service(
+        serving=serving, namespace="team-a", uri="pvc://m/x", mode_annotation="Standard"
+    )
+    validate_crd(built)
+    (container,) = built["spec"]["predictor"]["containers"]
+    quantities = {"cpu": "500m", "memory": "1Gi"}
+    assert container["resources"] == {"requests": quantities, "limits": quantities}
+
+
+@pytest.mark.parametrize(("mode", "drains"), [("Standard", True), ("Knative", False)])
+def test_a_standard_predictor_drains_before_it_stops(mode, drains, validate_crd):
+    """The preStop hook runs before SIGTERM (k8s.io/kubernetes v1.36.3 pkg/kubelet/kuberuntime/
+    kuberuntime_container.go killContainer); in the grace period, after the drain, uvicorn
+    still has 30 s to stop. Knative's queue-proxy drains its pods itself."""
+    serving = Serving(deployment_mode=mode)
+    built = inference_service(
+        serving=serving, namespace="team-a", uri="pvc://m/x", mode_annotation=mode
+    )
+    validate_crd(built)
+    predictor = built["spec"]["predictor"]
+    (container,) = predictor["containers"]
+    if drains:
+        hook = {"httpGet": {"path": "/drain", "port": 8080}}
+        assert container["lifecycle"] == {"preStop": hook}
+        assert predictor["terminationGracePeriodSeconds"] == DRAIN_SECONDS + 30
+    else:
+        assert "lifecycle" not in container and "terminationGracePeriodSeconds" not in predictor
 
 
 def test_karmada_policy_selects_both_job_kinds_of_the_queue(validate_crd):

@@ -20,18 +20,20 @@ import os
 import signal
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from fake_kube import FakeCluster, rank0_pod
 from kfp import dsl
-from kubernetes.client import V1PodCondition
+from kubernetes.client import V1Node, V1NodeCondition, V1NodeStatus, V1PodCondition, V1PodSpec
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
-from components.runtime import waiting
+from components.runtime import launcher, waiting
 from components.runtime.kube import KubeClient
 from components.runtime.launcher import JobFailed, JobStuck
+from components.runtime.lost_nodes import NODE_LOST_SECONDS, NodeLost
 from components.runtime.multicluster import MULTIKUEUE, WORKER_KUBECONFIGS
 from components.runtime.objects import NotOurs, Refused
 from components.runtime.signals import Terminated
@@ -301,9 +303,9 @@ def test_a_pod_deleted_between_list_and_log_read_is_skipped(kind, step, fake_k8s
         [rank0_pod("new", kind.container, uid="u2")],
     ]
     fake_k8s.fail("get", "pods/log", ApiException(status=404, reason="NotFound"))
-    fake_k8s.core.logs["new"] = ["resumed from checkpoint\n"]
+    fake_k8s.core.logs["new"] = ["resumed from epoch 1 (its checkpoint); epoch 2 is next\n"]
     step()
-    assert "resumed from checkpoint" in capsys.readouterr().out
+    assert "resumed from epoch 1" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -331,6 +333,103 @@ def test_a_suspended_job_is_waited_for_with_kueues_reason(
     (listed,) = {call[2:] for call in fake_k8s.custom.calls if call[0] == "list"}
     assert listed[0] == read_at and listed[2] == "workloads"
     assert listed[3].startswith("kueue.x-k8s.io/job-uid=uid-")
+
+
+def test_a_preempted_job_waits_for_quota_naming_its_preemptor(kind, step, fake_k8s, capsys):
+    """Kueue v0.19.2 evicts a preempted Workload with Evicted=True, reason Preempted, naming the
+    preemptor by UID and job UID (pkg/scheduler/preemption/preemption.go preemptionMessage);
+    on re-admission Evicted turns False (pkg/workload/workload.go SetQuotaReservation)."""
+    fake_k8s.served["kueue.x-k8s.io/v1beta2"] = ["localqueues", "workloads"]
+    message = (
+        "Preempted to accommodate a workload (UID: wl-9, JobUID: job-9) due to prioritization "
+        "in the ClusterQueue; preemptor path: /fmnist/fmnist-cpu; preemptee path: /fmnist/x"
+    )
+    evicted = {"type": "Evicted", "status": "True", "reason": "Preempted", "message": message}
+    pending = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message}
+    ours = {"metadata": {"uid": "wl-1"}, "status": {"conditions": [evicted, pending]}}
+    preemptor = {"metadata": {"uid": "wl-9", "name": "job-nightly-4f2a1"}}
+    fake_k8s.custom.listings["workloads"] = [[ours, preemptor]]
+    suspended = kind.status(condition("Suspended", "Suspended", "job suspended"))
+    fake_k8s.custom.statuses[kind.plural] = (
+        [kind.status(condition("Running"))]
+        + [suspended] * 4
+        + [kind.status(condition(kind.succeeded))]
+    )
+    step()
+    out = capsys.readouterr().out
+    said = "preempted by workload team-a/job-nightly-4f2a1; waiting for quota"
+    assert out.count(said) == 1, out
+    assert ("delete", kind.plural) not in fake_k8s.custom.verbs()[:-1]  # waited, not given up
+
+
+def test_a_preemptor_of_another_namespace_is_named_by_its_uid(kind, step, fake_k8s, capsys):
+    fake_k8s.served["kueue.x-k8s.io/v1beta2"] = ["localqueues", "workloads"]
+    message = "Preempted to accommodate a workload (UID: wl-7, JobUID: job-7) due to x"
+    evicted = {"type": "Evicted", "status": "True", "reason": "Preempted", "message": message}
+    fake_k8s.custom.listings["workloads"] = [[{"status": {"conditions": [evicted]}}]]
+    suspended = kind.status(condition("Suspended", "Suspended", "job suspended"))
+    fake_k8s.custom.statuses[kind.plural] = [suspended] * 2 + [
+        kind.status(condition(kind.succeeded))
+    ]
+    step()
+    said = "preempted by a workload of another namespace (UID wl-7); waiting for quota"
+    assert said in capsys.readouterr().out
+
+
+def job_pod(name: str, node: str, ready: bool):
+    """A pod of the job on ``node``, Ready or not (the node controller marks it not Ready)."""
+    pod = rank0_pod(name)
+    pod.spec = V1PodSpec(containers=[], node_name=node)
+    pod.status.conditions = [V1PodCondition(type="Ready", status=str(ready))]
+    return pod
+
+
+def node_since(status: str, seconds_ago: float) -> V1Node:
+    since = datetime.now(timezone.utc) - timedelta(seconds=seconds_ago)
+    ready = V1NodeCondition(
+        type="Ready",
+        status=status,
+        reason="NodeStatusUnknown",
+        message="Kubelet stopped posting node status.",
+        last_transition_time=since,
+    )
+    return V1Node(status=V1NodeStatus(conditions=[ready]))
+
+
+def test_a_pod_on_a_lost_node_fails_the_step_naming_the_node_and_deletes_the_job(
+    kind, step, fake_k8s, monkeypatch
+):
+    """The node lifecycle controller marks a node whose kubelet stopped Ready=Unknown, with
+    "Kubelet stopped posting node status." (k8s.io/kubernetes v1.36.3 pkg/controller/
+    nodelifecycle/node_lifecycle_controller.go tryUpdateNodeHealth), and its pods not Ready."""
+    monkeypatch.setattr(launcher, "STALL_SECONDS", 0)
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running"))]
+    fake_k8s.core.pods = [[job_pod("rank0", "node-a", True), job_pod("worker", "node-b", False)]]
+    fake_k8s.core.nodes = {
+        "node-a": node_since("True", 3600),
+        "node-b": node_since("Unknown", NODE_LOST_SECONDS + 5),
+    }
+    with pytest.raises(NodeLost) as lost:
+        step()
+    assert str(lost.value).count("\n") == 0, "one line"
+    assert "pod worker is on node node-b, which has not been Ready for 12" in str(lost.value)
+    assert "Ready=Unknown: Kubelet stopped posting node status." in str(lost.value)
+    assert "kubectl taint node node-b node.kubernetes.io/out-of-service" in str(lost.value)
+    assert ("delete", kind.plural) in fake_k8s.custom.verbs()
+
+
+def test_a_node_back_within_the_grace_or_unreadable_is_waited_out(
+    kind, step, fake_k8s, monkeypatch
+):
+    """Two minutes out of Ready is no loss yet, and a 403 on nodes leaves the timeout to it."""
+    monkeypatch.setattr(launcher, "STALL_SECONDS", 0)
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running"))] * 4 + [
+        kind.status(condition(kind.succeeded))
+    ]
+    fake_k8s.core.pods = [[job_pod("rank0", "node-a", False), job_pod("worker", "node-c", False)]]
+    fake_k8s.core.nodes = {"node-a": node_since("Unknown", NODE_LOST_SECONDS - 30)}
+    fake_k8s.fail("get", "nodes", None, ApiException(status=403, reason="Forbidden"))
+    step()  # node-a: not yet lost; node-c: 403 once, then 404: nothing to say
 
 
 def test_a_vanished_job_fails_the_step(kind, step, fake_k8s):

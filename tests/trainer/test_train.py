@@ -142,7 +142,7 @@ def test_killed_run_resumes_from_last_epoch(packed_small, tmp_path):
     assert metric_lines == 2  # killed during epoch 3, after two finished epochs
     resumed = _trainer([*args, *ck], timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed from checkpoint after epoch 2" in resumed.stdout
+    assert "resumed from epoch 2 (its checkpoint); epoch 3 is next" in resumed.stdout
     # Epoch 2's line once more (where the run stands, for Katib), then epoch 3's.
     values = [line.split(" ", 1)[1] for line in _metric_lines(resumed.stdout)]
     assert values == [line.split(" ", 1)[1] for line in _metric_lines(straight.stdout)[1:]]
