@@ -32,7 +32,7 @@ import torch
 from components.runtime.local_predictor import running_predictor
 from serving.predictor import FashionMNISTModel, ServingConfig
 from trainer.data import CLASS_NAMES
-from trainer.model import ModelCard, build_model, normalize, save_model_dir
+from trainer.model import ModelCard, build_model, save_model_dir
 
 MODEL_NAME = "fashion-mnist"
 PATHS = {"v1": f"/v1/models/{MODEL_NAME}:predict", "v2": f"/v2/models/{MODEL_NAME}/infer"}
@@ -125,8 +125,7 @@ def forward_ms(model_dir: Path, device: str, images: int, repeats: int = 2000) -
     """
     model = FashionMNISTModel(MODEL_NAME, ServingConfig(str(model_dir), device=device))
     model.load()
-    batch = normalize(torch.zeros(images, 28, 28), model.pixel_mean, model.pixel_std)
-    batch, times = batch.to(model.device), []
+    batch, times = torch.zeros(images, 1, 28, 28, device=model.device), []  # pixels 0-255
     with torch.inference_mode():
         for _ in range(repeats):
             start = time.perf_counter()

@@ -31,6 +31,7 @@ import binascii
 import io
 import uuid
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 import orjson
@@ -60,6 +61,9 @@ def decode_v1(body: object, max_batch_size: int) -> np.ndarray:
     if not isinstance(instances, list):
         raise InvalidInput(f'"instances" must be a list, got {_kind(instances)}')
     _check_count(len(instances), max_batch_size, "number of instances")
+    images = _alike_instances(instances)
+    if images is not None:
+        return images
     return np.stack([_decode_instance(item, f"instances[{i}]") for i, item in enumerate(instances)])
 
 
@@ -106,12 +110,39 @@ def encode_v2(probabilities: np.ndarray, request: InferRequest, model_name: str)
         InferOutput("probabilities", [batch, classes], "FP32", data=probabilities.ravel().tolist()),
     ]
     return InferResponse(
-        response_id=request.id or str(uuid.uuid4()),
+        response_id=response_id(request.id),
         model_name=model_name,
         infer_outputs=outputs,
         use_binary_outputs=request.use_binary_outputs,
         requested_outputs=request.request_outputs,
     )
+
+
+def encode_v2_rest(probabilities: np.ndarray, request_id: str | None, model_name: str) -> dict:
+    """:func:`encode_v2`'s answer as KServe's REST server renders it: the same fields, in order.
+
+    For :mod:`serving.shortcut`, which answers without KServe's pydantic round trip.
+    """
+    batch, classes = probabilities.shape
+    outputs = [
+        ("label", [batch], "INT64", probabilities.argmax(axis=1).tolist()),
+        ("probabilities", [batch, classes], "FP32", probabilities.ravel().tolist()),
+    ]
+    return {
+        "model_name": model_name,
+        "model_version": None,
+        "id": response_id(request_id),
+        "parameters": None,
+        "outputs": [
+            {"name": name, "shape": shape, "datatype": kind, "parameters": None, "data": data}
+            for name, shape, kind, data in outputs
+        ],
+    }
+
+
+def response_id(request_id: str | None) -> str:
+    """The v2 answer's id: the request's, or a fresh one when it has none (as KServe does)."""
+    return request_id or str(uuid.uuid4())
 
 
 def _parse_json(raw: bytes) -> object:
@@ -133,6 +164,21 @@ def _check_count(count: int, max_batch_size: int, what: str) -> None:
         raise InvalidInput(
             f"{what} must be between 1 and {max_batch_size} (--max_batch_size), got {count}"
         )
+
+
+def _alike_instances(instances: list) -> np.ndarray | None:
+    """All instances converted at once when each is integer pixels 0-255 of the same form.
+
+    None otherwise: then each instance is decoded alone, as is one of only 0s and 1s
+    here too (it may be booleans, see :func:`_byte_pixels`).
+    """
+    pixels = _byte_pixels(instances)
+    if pixels is None or pixels.shape[1:] not in ((IMAGE_SIZE, IMAGE_SIZE), (PIXELS,)):
+        return None
+    images = pixels.reshape(-1, IMAGE_SIZE, IMAGE_SIZE)
+    if (images.max(axis=(1, 2)) <= 1).any():
+        return None
+    return images.astype(np.float32)
 
 
 def _decode_instance(instance: object, where: str) -> np.ndarray:
@@ -201,6 +247,9 @@ def _tensor_values(tensor: InferInput, where: str) -> np.ndarray:
 
 
 def _to_array(values: list, where: str) -> np.ndarray:
+    pixels = _byte_pixels(values)
+    if pixels is not None:
+        return pixels
     try:
         array = np.asarray(values)
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
@@ -211,7 +260,31 @@ def _to_array(values: list, where: str) -> np.ndarray:
     return array
 
 
+def _byte_pixels(values: list) -> np.ndarray | None:
+    """uint8 pixels of a rectangular nest of lists of integers 0-255; None for anything else.
+
+    The usual request, converted about three times faster than by ``np.asarray`` (which
+    must find each value's type): ``bytes()`` takes exactly the integers 0-255 and raises on
+    floats, strings and values out of range, which then take the general path with its
+    error messages. So does data of only 0s and 1s: it may be booleans, which that rejects.
+    """
+    shape, flat = [len(values)], values
+    while flat and type(flat[0]) is list:
+        width = len(flat[0])
+        if not width or not all(type(row) is list and len(row) == width for row in flat):
+            return None
+        shape.append(width)
+        flat = list(chain.from_iterable(flat))
+    try:
+        pixels = np.frombuffer(bytes(flat), dtype=np.uint8)
+    except (TypeError, ValueError):
+        return None
+    return pixels.reshape(shape) if pixels.size and pixels.max() > 1 else None
+
+
 def _check_pixel_range(pixels: np.ndarray, where: str) -> None:
+    if pixels.dtype == np.uint8:  # from _byte_pixels (or raw UINT8 bytes): 0-255 by construction
+        return
     if not np.isfinite(pixels).all():
         raise InvalidInput(f"{where}: pixel values must be finite, got NaN or infinity")
     low, high = pixels.min(), pixels.max()

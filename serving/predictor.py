@@ -17,8 +17,9 @@ from kserve.protocol.infer_type import InferRequest, InferResponse
 from serving.codec import IMAGE_SIZE, PIXELS, decode_v1, decode_v2, encode_v1, encode_v2
 from serving.defaults import MAX_BATCH_SIZE, MODEL_DIR, NUM_THREADS
 from serving.model_dir import load_served_model
+from serving.network import serving_network
 from trainer.config import DEVICES
-from trainer.model import normalize, select_device
+from trainer.model import select_device
 
 MAX_BATCH_SIZE_LIMIT = 65_536
 
@@ -66,14 +67,14 @@ class FashionMNISTModel(Model):
         self.net: torch.nn.Module | None = None
         self.device = torch.device("cpu")
         self.class_names: list[str] = []
-        self.pixel_mean, self.pixel_std = 0.0, 1.0
 
     def load(self) -> bool:
         """Load the network; the model is ready only after this returns.
 
         Also sets torch's process-wide thread count and turns oneDNN and TF32 off: the
-        predictor owns its server process. One warm-up pass runs first, so that a GPU's one-time
-        set-up does not land on the first request.
+        predictor owns its server process. The network runs in its serving form
+        (:mod:`serving.network`: the same function on pixels 0-255, cheaper). One warm-up
+        pass runs first, so that a GPU's one-time set-up does not land on the first request.
 
         Raises:
             ModelDirError: the model directory cannot be loaded (a missing file, a malformed
@@ -88,9 +89,9 @@ class FashionMNISTModel(Model):
         # on the CPU, and this network is too small for TF32 to be faster.
         torch.backends.cudnn.allow_tf32 = False
         self.device = select_device(self.config.device)
-        self.net, card = load_served_model(self.config.model_dir, self.device)
+        net, card = load_served_model(self.config.model_dir, self.device)
+        self.net = serving_network(net, card.pixel_mean, card.pixel_std)
         self.class_names = list(card.class_names)
-        self.pixel_mean, self.pixel_std = card.pixel_mean, card.pixel_std
         self.probabilities(np.zeros((1, IMAGE_SIZE, IMAGE_SIZE), dtype=np.float32))
         self.ready = True
         return self.ready
@@ -115,8 +116,8 @@ class FashionMNISTModel(Model):
     def probabilities(self, images: np.ndarray) -> np.ndarray:
         """Class probabilities float32 [N, 10] for pixel values 0-255 [N, 28, 28]."""
         with torch.inference_mode():
-            pixels = torch.from_numpy(images).to(self.device)
-            inputs = normalize(pixels, self.pixel_mean, self.pixel_std)
+            # The network normalises the pixels itself (serving.network).
+            inputs = torch.from_numpy(images).to(self.device).reshape(-1, 1, IMAGE_SIZE, IMAGE_SIZE)
             return self.net(inputs).exp().cpu().numpy()
 
     def get_input_types(self) -> list[dict]:

@@ -1,14 +1,18 @@
 """The model server: KServe's ``ModelServer`` with request-decoding errors answered as 400s.
 
-A rejected request (4xx) is logged as one line; KServe logs each with its traceback.
+A rejected request (4xx) is logged as one line; KServe logs each with its traceback. The
+server runs on uvloop, plain JSON predictions take :mod:`serving.shortcut` past KServe's
+REST stack, and a replica going away drains first (:mod:`serving.drain`).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 from http import HTTPStatus
 
+import uvloop
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -16,6 +20,10 @@ from kserve import ModelServer, model_server
 from kserve.errors import InvalidInput, ModelNotFound
 from kserve.logging import logger as kserve_logger
 from kserve.protocol.dataplane import DataPlane
+
+from serving.defaults import DRAIN_SECONDS
+from serving.drain import Drain
+from serving.shortcut import PredictShortcut
 
 CLIENT_ERRORS = (InvalidInput, ModelNotFound)  # KServe answers these with a 400 and a 404
 
@@ -97,9 +105,34 @@ def install_error_handlers(app: FastAPI) -> None:
 install_error_handlers(model_server.app)
 
 
+class ShortcutModelServer(ModelServer):
+    """KServe's ``ModelServer`` on uvloop, its REST app behind a drain and the shortcut."""
+
+    drain_seconds: float = DRAIN_SECONDS  # how long GET /drain keeps answering
+
+    def setup_event_loop(self):
+        """The event loop, the drain and the shortcut; start() calls it once its servers exist.
+
+        KServe runs one process in ``asyncio.run()``, which ignores ``--event-loop``; the
+        policy makes its documented default (``auto``: uvloop) true. With --workers > 1,
+        KServe's processes import its app by name and uvicorn picks their loop: no shortcut,
+        no drain.
+        """
+        super().setup_event_loop()
+        loop = "asyncio" if self.event_loop == "asyncio" else "uvloop"
+        if loop == "uvloop":
+            asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+        if self._rest_server is not None:
+            predictions = PredictShortcut(model_server.app, self.registered_models)
+            self._rest_server.config.app = Drain(predictions, self.drain_seconds)
+        front = "on" if self._rest_server is not None else "off (--workers > 1)"
+        kserve_logger.info("event loop: %s; REST prediction shortcut and drain: %s", loop, front)
+
+
 def build_server(args: argparse.Namespace) -> ModelServer:
-    """A ``ModelServer`` configured from KServe's parsed server flags."""
-    server = ModelServer(**{name: getattr(args, name) for name in SERVER_FLAGS})
+    """A ``ModelServer`` configured from KServe's parsed server flags (and ``--drain_seconds``)."""
+    server = ShortcutModelServer(**{name: getattr(args, name) for name in SERVER_FLAGS})
+    server.drain_seconds = getattr(args, "drain_seconds", DRAIN_SECONDS)
     # ModelServer builds its REST and gRPC servers from this attribute in start().
     server.dataplane = ClientErrorDataPlane(model_registry=server.registered_models)
     return server

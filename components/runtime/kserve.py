@@ -125,7 +125,8 @@ class RolloutWatch:
             for d in self.kube.list_deployments(self.namespace, selector)
             if _serves(d.spec.template.metadata, d.spec.template.spec, self.uri)
         ]
-        return bool(new) and all(_rolled_out(deployment) for deployment in new)
+        replicas = self.serving.serving_min_replicas
+        return bool(new) and all(_rolled_out(deployment, replicas) for deployment in new)
 
     def _check_predictor_pods(self) -> None:
         for pod in self.kube.list_pods(self.namespace, f"{ISVC_LABEL}={self.name}"):
@@ -167,8 +168,16 @@ def _serves(metadata, pod_spec, uri: str) -> bool:
     return False
 
 
-def _rolled_out(deployment) -> bool:
-    status, desired = deployment.status, deployment.spec.replicas or 1
+def _rolled_out(deployment, min_replicas: int = 1) -> bool:
+    """Every replica of the Deployment runs the new template, and at least ``min_replicas``.
+
+    KServe leaves the replicas of an HPA-scaled Deployment unset (1) and lets the HPA raise
+    them to minReplicas later (kserve v0.15.2 pkg/controller/v1beta1/inferenceservice/
+    reconcilers/deployment/deployment_reconciler.go), so the Deployment alone would call one
+    replica of two "rolled out".
+    """
+    status = deployment.status
+    desired = max(deployment.spec.replicas or 1, min_replicas)
     return (
         (status.observed_generation or 0) >= (deployment.metadata.generation or 0)
         and (status.updated_replicas or 0) == desired

@@ -8,6 +8,14 @@ predictor runs the network on CUDA (``--device=cuda``: an image without CUDA tor
 start with a one-line error instead of holding an idle GPU) and tolerates the GPU nodes'
 taint, like the training pods. The deployment mode annotation
 is written in the naming the installed KServe understands (``compat.deployment_mode_name``).
+
+In Standard mode a replica that is going away drains first: its preStop hook calls the
+predictor's drain route (serving/drain.py), which answers every request from then on with
+``Connection: close`` and returns after DRAIN_SECONDS, while the pod, already out of its
+Service's endpoints, stops getting new connections; only then does the kubelet send SIGTERM
+(k8s.io/kubernetes v1.36.3 pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer).
+Clients that keep connections open reconnect to a ready replica instead of having a
+request cut off. Knative's queue-proxy drains its pods itself.
 """
 
 from __future__ import annotations
@@ -20,11 +28,10 @@ from components.specs.pods import (
     pod_security_context,
     resources,
 )
-from serving.defaults import HTTP_PORT, MODEL_DIR
+from serving.defaults import DRAIN_PATH, DRAIN_SECONDS, HTTP_PORT, MODEL_DIR
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 PREDICTOR_CONTAINER = "kserve-container"  # KServe's name for the predictor's main container
-SERVING_CPU, SERVING_MEMORY = "1", "2Gi"  # per predictor replica
 
 
 def storage_uri(pvc: str, path: str) -> str:
@@ -54,7 +61,10 @@ def inference_service(
         "env": [{"name": "STORAGE_URI", "value": uri}],
         "ports": [{"containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": resources(
-            SERVING_CPU, SERVING_MEMORY, serving.serving_gpus, serving.serving_gpu_resource
+            serving.serving_cpu,
+            serving.serving_memory,
+            serving.serving_gpus,
+            serving.serving_gpu_resource,
         ),
         "securityContext": container_security_context(),
     }
@@ -70,6 +80,10 @@ def inference_service(
     }
     if serving.serving_gpus:
         predictor["tolerations"] = [dict(GPU_TOLERATION)]
+    if serving.mode == "Standard":
+        container["lifecycle"] = {"preStop": {"httpGet": {"path": DRAIN_PATH, "port": HTTP_PORT}}}
+        # The drain, then the server's own graceful stop (default grace: 30 s).
+        predictor["terminationGracePeriodSeconds"] = DRAIN_SECONDS + 30
     return {
         "apiVersion": INFERENCESERVICE.api_version,
         "kind": INFERENCESERVICE.kind,

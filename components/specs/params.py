@@ -272,6 +272,8 @@ class Serving(ParameterSet):
     model_pvc: str = param("fmnist-models", "existing PVC the served models are copied to")
     serving_min_replicas: int = param(1, "minimum predictor replicas (0 needs Knative)")
     serving_max_replicas: int = param(1, "maximum predictor replicas")
+    serving_cpu: str = param("1", "CPU request and limit per predictor replica (quantity)")
+    serving_memory: str = param("2Gi", "memory request and limit per predictor replica")
     serving_gpus: int = param(0, "GPUs per predictor replica")
     serving_gpu_resource: str = param("nvidia.com/gpu", "GPU resource name of the predictor")
     serving_timeout_seconds: int = param(900, "fail the deploy step if not serving after this")
@@ -298,6 +300,8 @@ class Serving(ParameterSet):
         allowed = "an extended resource name such as nvidia.com/gpu"
         require(is_resource_name(resource), "serving_gpu_resource", allowed, resource)
         require(is_image(self.serving_image), "serving_image", IMAGE, self.serving_image)
+        for name in ("serving_cpu", "serving_memory"):
+            require(is_quantity(getattr(self, name)), name, QUANTITY, getattr(self, name))
 
     def _check_replicas(self) -> None:
         low, high = self.serving_min_replicas, self.serving_max_replicas

@@ -65,6 +65,8 @@ def validate_serving(
     model_pvc: str,
     serving_min_replicas: int,
     serving_max_replicas: int,
+    serving_cpu: str,
+    serving_memory: str,
     serving_gpus: int,
     serving_gpu_resource: str,
     serving_timeout_seconds: int,

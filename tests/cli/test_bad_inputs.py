@@ -42,6 +42,7 @@ BAD_INPUTS = [
     ([*SUBMIT, "--param", "target=local"], "--param target=local cannot run on a cluster"),
     ([*SUBMIT, "--param", "model_name=Bad_Name"], "--param model_name must be a lowercase DNS"),
     ([*SUBMIT, "--param", "cpu=lots"], "--param cpu must be a Kubernetes quantity"),
+    ([*SUBMIT, "--param", "serving_cpu=1 core"], "--param serving_cpu must be a Kubernetes"),
     ([*SUBMIT, "--param", "epoch=3"], "unknown pipeline parameter 'epoch'"),
     ([*SUBMIT, "--param", "epochs=three"], "--param epochs: 'three' is not an integer"),
     ([*SUBMIT, "--param", "epochs"], "--param takes NAME=VALUE"),

@@ -206,6 +206,22 @@ def test_a_standard_rollout_is_not_done_while(state, fake_k8s):
     assert watch.check() is None
 
 
+def test_a_rollout_waits_for_min_replicas_the_hpa_has_not_made_yet(fake_k8s):
+    """KServe leaves an HPA-scaled Deployment at 1 replica and lets the HPA raise it to
+    minReplicas (kserve v0.15.2 pkg/controller/v1beta1/inferenceservice/reconcilers/
+    deployment/deployment_reconciler.go: Replicas only for autoscaler class "none"). Seen on
+    the tier: the step said "serves" with one of two replicas, and a replica killed then
+    left none."""
+    watch = watch_at(fake_k8s, ready(3))
+    watch.serving = Serving(serving_min_replicas=2, serving_max_replicas=2)
+    fake_k8s.apps.deployments = [ROLLED_OUT]  # spec.replicas 1, 1 available
+    assert watch.check() is None
+    two = deployment(NEW_URI, generation=3, observed=3, updated=2, available=2, replicas=2)
+    two.spec.replicas = 2
+    fake_k8s.apps.deployments = [[two]]
+    assert watch.check()["status"]["url"] == URL
+
+
 def test_a_standard_rollout_is_done_with_every_new_replica_and_ready(fake_k8s):
     watch = watch_at(fake_k8s, ready(3))
     fake_k8s.apps.deployments = [ROLLED_OUT]

@@ -67,3 +67,21 @@ def offline_probabilities(trained_model_dir, test_images) -> np.ndarray:
     with torch.inference_mode():
         inputs = normalize(torch.from_numpy(test_images), card.pixel_mean, card.pixel_std)
         return net(inputs).exp().numpy()
+
+
+@pytest.fixture(scope="module")
+def model(trained_model_dir):
+    """A loaded predictor; torch's process-wide settings that load() changes are restored."""
+    import torch
+
+    from serving.predictor import FashionMNISTModel, ServingConfig
+
+    threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
+    tf32 = torch.backends.cudnn.allow_tf32
+    model = FashionMNISTModel("fashion-mnist", ServingConfig(str(trained_model_dir)))
+    assert not model.ready
+    assert model.load()
+    assert model.ready
+    yield model
+    torch.set_num_threads(threads)
+    torch.backends.mkldnn.enabled, torch.backends.cudnn.allow_tf32 = onednn, tf32

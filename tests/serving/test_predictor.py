@@ -17,20 +17,6 @@ CLASSES = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def model(trained_model_dir):
-    """A loaded predictor; torch's process-wide settings that load() changes are restored."""
-    threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
-    tf32 = torch.backends.cudnn.allow_tf32
-    model = FashionMNISTModel("fashion-mnist", ServingConfig(str(trained_model_dir)))
-    assert not model.ready
-    assert model.load()
-    assert model.ready
-    yield model
-    torch.set_num_threads(threads)
-    torch.backends.mkldnn.enabled, torch.backends.cudnn.allow_tf32 = onednn, tf32
-
-
 @pytest.fixture
 def forward_inputs(model):
     """The shape of every input the network sees while the test runs."""

@@ -1,0 +1,43 @@
+"""The network as served: the trained LeNet's function, computed with cheaper operations."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from serving.model_dir import load_served_model
+from serving.network import Normalising, ServingLeNet, pool_2x2, serving_network
+from trainer.model import normalize
+
+
+def test_pooling_is_max_pool2d():
+    generator = torch.Generator().manual_seed(0)
+    for shape in ((3, 20, 24, 24), (2, 50, 8, 8)):
+        maps = torch.randn(shape, generator=generator)
+        assert torch.equal(pool_2x2(maps), F.max_pool2d(maps, 2))
+
+
+def test_served_network_computes_lenets_function(trained_model_dir, test_images):
+    trained, card = load_served_model(trained_model_dir)
+    served = serving_network(trained, card.pixel_mean, card.pixel_std)
+    assert isinstance(served, ServingLeNet)
+    assert served.fc1 is trained.fc1 and served.conv1 is not trained.conv1
+    pixels = torch.from_numpy(test_images).float().reshape(-1, 1, 28, 28)
+    with torch.inference_mode():
+        inputs = normalize(pixels, card.pixel_mean, card.pixel_std)
+        for count in (1, len(pixels)):
+            expected = trained(inputs[:count])
+            torch.testing.assert_close(served(pixels[:count]), expected, rtol=1e-6, atol=1e-5)
+
+
+def test_the_predictor_runs_the_served_form(model):
+    assert isinstance(model.net, ServingLeNet)
+    assert not model.net.training
+
+
+def test_other_networks_are_served_behind_the_normalisation():
+    network = torch.nn.Flatten()
+    served = serving_network(network, pixel_mean=0.5, pixel_std=0.25)
+    assert isinstance(served, Normalising) and served.net is network
+    pixels = torch.full((2, 1, 28, 28), 255.0)
+    torch.testing.assert_close(served(pixels), torch.full((2, 784), 2.0))
