@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test mutants test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp test-karmada
+.PHONY: run test test-soak mutants test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp test-karmada
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -23,6 +23,11 @@ test: $(STAMP)  ## the whole test suite
 # `make test` or .ci/run: about 15 minutes on 2 CPU cores (a run trains small models).
 mutants: $(STAMP)  ## fails if a mutant survives (or no longer applies); ARGS="NAME ..." picks some
 	$(PY) tools/mutants.py $(ARGS)
+
+# The soak tier (tests/soak): ten whole `fmnist run`s in a row and 100,000 requests to one
+# predictor, checking that nothing is left behind and nothing grows (about 10 minutes).
+test-soak: $(STAMP)  ## leaks and growth over many runs; CI runs it while the cluster tier builds
+	$(PY) -m pytest tests/soak -m soak $(PYTEST_ARGS)
 
 test-gpu: $(STAMP)  ## the gpu tier alone, on a machine with a CUDA GPU
 	$(PY) -m pytest tests/gpu -m gpu --confcutdir tests/gpu $(PYTEST_ARGS)

@@ -39,13 +39,14 @@ def _import_upstream():
 
 upstream = _import_upstream()
 
-# The cluster and gpu tiers wait on real controllers and devices (pyproject's 60 s is for
-# the default tier): each of their tests gets this bound unless it sets its own.
-TIER_TIMEOUT_SECONDS = {"cluster": 1200, "gpu": 600}
+# The cluster and gpu tiers wait on real controllers and devices, the soak tier repeats
+# whole runs (pyproject's bound is for the default tier): each of their tests gets this
+# bound unless it sets its own.
+TIER_TIMEOUT_SECONDS = {"cluster": 1200, "gpu": 600, "soak": 1800}
 
 
 def pytest_collection_modifyitems(items):
-    """Give cluster and gpu tests their tier's time bound (a test's own mark wins)."""
+    """Give cluster, gpu and soak tests their tier's time bound (a test's own mark wins)."""
     for item in items:
         if item.get_closest_marker("timeout"):
             continue

@@ -1,0 +1,217 @@
+"""The predictor under traffic: a new model rolled out, a replica killed, on real pods.
+
+The deploy step (components/steps/deploy.py) runs here as the pipeline's account and serves
+a model from a workspace PVC with two replicas (Standard mode: a Deployment). Eight clients
+send a steady stream of v1 and v2 requests to the predictor's Service, through kube-proxy
+(iptables, harness/node.py), the way a caller inside the cluster does, while the deploy
+step rolls out a second model, and while one replica's container is killed.
+
+Upstream behaviour relied on:
+- kserve v0.15.2 pkg/controller/v1beta1/inferenceservice/reconcilers/deployment/
+  deployment_reconciler.go: a Deployment of minReplicas (RollingUpdate: Kubernetes'
+  defaults, 25 % surge and unavailable), a TCP readiness probe on 8080; reconcilers/service:
+  a Service ``<name>-predictor`` on port 80 to 8080.
+- k8s.io/kubernetes v1.36.3 pkg/proxy/iptables/proxier.go: only ready endpoints get new
+  connections; a terminating pod leaves the Service's endpoints when its deletion starts
+  (pkg/controller/endpointslice), and its preStop hook runs before SIGTERM
+  (pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import requests
+from fault_helpers import kill_container
+from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespace``)
+    bind_workspace,
+    describe_pods,
+    pods_of,
+    real_namespace,
+)
+from test_real_serving import STORE, local_probabilities
+
+from components.runtime import kserve, waiting
+from components.specs.inferenceservice import PREDICTOR_CONTAINER
+from components.specs.params import Serving
+from serving.defaults import MODEL_NAME
+from trainer.model import ModelCard, build_model, save_model_dir
+
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+CLIENTS = 8  # half speak v1, half v2
+IMAGES = 4  # known test images per request
+
+
+@pytest.fixture(autouse=True)
+def quick_polls(monkeypatch):
+    """Poll every second instead of every five or ten."""
+    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
+    monkeypatch.setattr(kserve, "POLL_SECONDS", 1.0)
+
+
+@pytest.fixture
+def images(packed_small) -> np.ndarray:
+    """The first IMAGES real test images, uint8 [N, 28, 28]."""
+    from trainer.data import load_packed
+
+    return np.array(load_packed(packed_small).test.images[:IMAGES])
+
+
+@pytest.fixture
+def second_model(tmp_path, trained_model_dir) -> object:
+    """Another model of the same card: an untrained network, whose answers differ."""
+    import json
+
+    card = ModelCard(**json.loads((trained_model_dir / "model.json").read_text()))
+    return save_model_dir(build_model(), tmp_path / "second", card)
+
+
+@dataclass
+class Traffic:
+    """CLIENTS threads sending requests to the predictor until stopped; every answer kept."""
+
+    url: str
+    images: np.ndarray
+    answers: list = field(default_factory=list)  # (time, protocol, labels or the error)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __enter__(self) -> Traffic:
+        self.threads = [threading.Thread(target=self._client, args=(i,)) for i in range(CLIENTS)]
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        for thread in self.threads:
+            thread.join()
+
+    def _client(self, index: int) -> None:
+        session, v2 = requests.Session(), index % 2 == 1
+        pixels = [image.tolist() for image in self.images]
+        while not self._stop.is_set():
+            try:
+                if v2:
+                    tensor = {"name": "image", "shape": [IMAGES, 28, 28], "datatype": "UINT8"}
+                    body = {"inputs": [tensor | {"data": self.images.reshape(-1).tolist()}]}
+                    answer = session.post(
+                        f"{self.url}/v2/models/{MODEL_NAME}/infer", json=body, timeout=10
+                    )
+                    answer.raise_for_status()
+                    (labels,) = [
+                        o["data"] for o in answer.json()["outputs"] if o["name"] == "label"
+                    ]
+                else:
+                    answer = session.post(
+                        f"{self.url}/v1/models/{MODEL_NAME}:predict",
+                        json={"instances": pixels},
+                        timeout=10,
+                    )
+                    answer.raise_for_status()
+                    labels = [p["label"] for p in answer.json()["predictions"]]
+                self.answers.append((time.monotonic(), "v2" if v2 else "v1", tuple(labels)))
+            except (requests.RequestException, KeyError, ValueError) as error:
+                self.answers.append((time.monotonic(), "v2" if v2 else "v1", error))
+
+    def failures(self, since: float = 0.0, until: float = float("inf")) -> list:
+        """The requests that failed in a time window."""
+        return [a for a in self.answers if since <= a[0] <= until and isinstance(a[2], Exception)]
+
+
+def deploy(namespace: str, core, model_dir, serving: Serving) -> str:
+    """The deploy step; returns the URL it reports."""
+    from kfp import dsl
+
+    from components.steps.deploy import deploy as deploy_step
+
+    try:
+        return deploy_step.python_func(
+            model=dsl.Model(uri=str(model_dir)),
+            dataset=dsl.Dataset(uri=str(model_dir)),
+            serving=serving.to_dict(),
+            target="cluster",
+            run_id=f"run-{uuid.uuid4().hex[:6]}",
+        )
+    except BaseException:
+        print(describe_pods(core, namespace))
+        raise
+
+
+def service_url(core, namespace: str) -> str:
+    """The predictor Service's ClusterIP address (kube-proxy routes it on this machine)."""
+    service = core.read_namespaced_service(f"{MODEL_NAME}-predictor", namespace)
+    return f"http://{service.spec.cluster_ip}:{service.spec.ports[0].port}"
+
+
+def labels_of(model_dir, images) -> tuple:
+    return tuple(local_probabilities(model_dir, images).argmax(axis=1).tolist())
+
+
+@pytest.fixture
+def two_replicas(as_pipeline, namespace, core, monkeypatch, trained_model_dir) -> Serving:
+    """The first model served by two replicas of half a CPU each; the serving set."""
+    store = bind_workspace(core, namespace, STORE)
+    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(store.path))
+    serving = Serving(
+        model_pvc=STORE,
+        serving_min_replicas=2,
+        serving_max_replicas=2,
+        serving_cpu="500m",
+        serving_memory="1Gi",
+        serving_timeout_seconds=420,
+    )
+    deploy(namespace, core, trained_model_dir, serving)
+    return serving
+
+
+def test_a_new_model_rolls_out_under_traffic_without_a_failed_request(
+    two_replicas, namespace, core, images, trained_model_dir, second_model, record_property
+):
+    """Eight clients through the rollout: none fails; afterwards every answer is the new
+    model's."""
+    first, second = labels_of(trained_model_dir, images), labels_of(second_model, images)
+    assert first != second
+    with Traffic(service_url(core, namespace), images) as traffic:
+        time.sleep(3)
+        started = time.monotonic()
+        deploy(namespace, core, second_model, two_replicas)
+        rolled_out = time.monotonic()
+        time.sleep(5)
+    assert traffic.failures() == [], traffic.failures()[:5]
+    after = [a for a in traffic.answers if a[0] > rolled_out + 1]
+    assert after and {a[2] for a in after} == {second}, Counter(a[2] for a in after)
+    during = Counter(a[2] for a in traffic.answers if started <= a[0] <= rolled_out)
+    record_property("requests", len(traffic.answers))
+    record_property("rollout_seconds", round(rolled_out - started, 1))
+    record_property("answers_during_rollout", {str(k): v for k, v in during.items()})
+
+
+def test_a_killed_replica_costs_a_bounded_number_of_requests(
+    two_replicas, namespace, core, images, record_property
+):
+    """One of two replicas' containers SIGKILLed under traffic: the requests that fail are
+    those on its connections and those sent to it before its endpoint left the Service
+    (about a second: the kubelet's status, the EndpointSlice, kube-proxy's rules)."""
+    with Traffic(service_url(core, namespace), images) as traffic:
+        time.sleep(3)
+        victim = next(
+            p
+            for p in pods_of(core, namespace, f"{kserve.ISVC_LABEL}={MODEL_NAME}")
+            if p.metadata.deletion_timestamp is None
+        )
+        killed = time.monotonic()
+        kill_container(victim, PREDICTOR_CONTAINER)
+        time.sleep(15)
+    failed = traffic.failures()
+    record_property("requests", len(traffic.answers))
+    record_property("failed_requests", len(failed))
+    assert all(killed <= f[0] <= killed + 3 for f in failed), failed[:5]
+    assert len(failed) <= 4 * CLIENTS, (len(failed), failed[:5])
+    answered = [a for a in traffic.answers if killed + 3 < a[0] and not isinstance(a[2], Exception)]
+    assert len(answered) > 1000  # the other replica answered all along

@@ -1,0 +1,125 @@
+"""Many runs in a row leave nothing behind, and the predictor's memory stays flat.
+
+The ``soak`` tier (``make test-soak``; .ci/run runs it while the cluster tier builds): ten
+whole ``fmnist run``s back to back on a slice of the real data, as separate processes the
+way a user starts them, and 100,000 requests to one real ``python -m serving`` process over
+real HTTP. What a run keeps is what docs/pipeline.md says it keeps: its run directory (step
+outputs, ``log.txt``, ``metrics.json``, ``report.html``, ``manifests/``) and the ``latest``
+link; kfp.local deletes the run's workspace. Nothing else may remain: no process, no
+listening port, no file in the temporary folder, no ``workspace``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+
+from components.runtime.local_predictor import running_predictor
+from serving.defaults import MODEL_NAME
+
+pytestmark = pytest.mark.soak
+RUNS = 10
+SLICE = ["--train-limit", "2000", "--test-limit", "500", "--epochs", "1", "--workers", "2"]
+KEPT = {"outputs", "log.txt", "metrics.json", "report.html", "manifests"}  # docs/pipeline.md
+REQUESTS = 100_000
+CLIENTS = 8
+
+
+def listening_ports() -> set[int]:
+    """The TCP ports something on this machine listens on."""
+    return {c.laddr.port for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def our_processes() -> set[int]:
+    """This test process's descendants."""
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+def temporary_files() -> set[str]:
+    """What the temporary folder holds (names of its entries)."""
+    return set(os.listdir(tempfile.gettempdir()))
+
+
+def test_ten_whole_runs_in_a_row_leave_nothing_behind(tmp_path, record_property):
+    runs, fmnist = tmp_path / "runs", Path(sys.executable).with_name("fmnist")
+    ports, temporary = listening_ports(), temporary_files()
+    seconds = []
+    for index in range(RUNS):
+        started = time.monotonic()
+        run = subprocess.run(
+            [
+                str(fmnist),
+                "run",
+                *SLICE,
+                "--min-accuracy",
+                "0.1",
+                "--run-dir",
+                str(runs / f"r{index}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        seconds.append(round(time.monotonic() - started, 1))
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert our_processes() == set(), [psutil.Process(p).cmdline() for p in our_processes()]
+        assert listening_ports() <= ports, listening_ports() - ports
+        assert set(os.listdir(runs / f"r{index}")) == KEPT
+    assert sorted(os.listdir(runs)) == sorted([f"r{i}" for i in range(RUNS)] + ["latest"])
+    assert temporary_files() <= temporary, temporary_files() - temporary
+    sizes = [
+        sum(f.stat().st_size for f in (runs / f"r{i}").rglob("*") if f.is_file())
+        for i in range(RUNS)
+    ]
+    assert max(sizes) < 1.2 * min(sizes), sizes  # every run keeps the same, nothing grows
+    record_property("run_seconds", seconds)
+    record_property("run_dir_megabytes", round(max(sizes) / 1e6, 1))
+
+
+def _client(url: str, body: dict, count: int, failures: list) -> None:
+    with requests.Session() as session:
+        for _ in range(count):
+            answer = session.post(url, json=body, timeout=30)
+            if answer.status_code != 200:
+                failures.append(answer.status_code)
+
+
+def _send(url: str, body: dict, total: int) -> list:
+    failures: list = []
+    threads = [
+        threading.Thread(target=_client, args=(url, body, total // CLIENTS, failures))
+        for _ in range(CLIENTS)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures
+
+
+def test_the_predictors_memory_is_flat_over_100000_requests(trained_model_dir, record_property):
+    """RSS after 10,000 requests of warm-up, then after 100,000 more: it may not grow by more
+    than 16 MiB (allocator noise; a leak of one 3 KiB request body a call would be 300 MiB)."""
+    body = {"instances": [[[(x * y) % 256 for x in range(28)] for y in range(28)]]}
+    with running_predictor(trained_model_dir) as predictor:
+        url = f"http://127.0.0.1:{predictor.port}/v1/models/{MODEL_NAME}:predict"
+        server = psutil.Process(predictor.process.pid)
+        assert _send(url, body, 10_000) == []
+        before = server.memory_info().rss
+        started = time.monotonic()
+        assert _send(url, body, REQUESTS) == []
+        seconds = time.monotonic() - started
+        after = server.memory_info().rss
+    growth = (after - before) / 2**20
+    record_property("rss_mib", [round(before / 2**20, 1), round(after / 2**20, 1)])
+    record_property("requests_per_second", round(REQUESTS / seconds))
+    assert growth <= 16, f"RSS grew by {growth:.1f} MiB over {REQUESTS} requests"
