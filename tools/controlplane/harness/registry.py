@@ -16,7 +16,8 @@ and the upstream path without its host is the path here (no two images share one
 Only what changed moves: podman reuses a blob the registry has (its blob-info cache knows
 the compressed digest of each layer it pushed), and containerd's unpacker fetches no layer
 whose snapshot it has (core/unpack/unpacker.go). After a source change that is our images'
-last layers, not the 7 GB torch layer.
+last layers, not the 7 GB torch layer. Once unpacked, a node keeps only the snapshots: the
+compressed layers leave its content store (``ctr content prune references``).
 """
 
 from __future__ import annotations
@@ -129,6 +130,9 @@ def pull(images: ImageSet, ctr: list[str], hosts: Path, stamps: Path) -> None:
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode:
             raise SystemExit(f"containerd could not pull {name}:\n{result.stderr[-2000:]}")
+    # The layers are unpacked: drop their compressed copies, as CRI's discard_unpacked_layers
+    # does (a later pull fetches no layer whose snapshot is there).
+    subprocess.run([*ctr, "-n", "k8s.io", "content", "prune", "references"], capture_output=True)
     for old in stamps.glob(f"pulled-{images.kind}-*"):
         old.unlink()
     stamp.write_text("\n".join(images.names))
