@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -131,6 +132,32 @@ def run_local_training(
     )
     command = torchrun_command(local_flags(job, paths), job.processes)
     print("running", " ".join(command[1:]), flush=True)
+    # torchrun keeps its workers' error files in a mkdtemp("torchelastic_") that it never
+    # removes (torch.distributed.elastic.multiprocessing DefaultLogsSpecs): a temporary
+    # folder of its own, removed when it ends, keeps them out of the machine's.
+    with tempfile.TemporaryDirectory(prefix="fmnist-torchrun-") as scratch:
+        env = {**os.environ, "TMPDIR": scratch}
+        code, tail, timed_out = _run_torchrun(command, job.timeout_seconds, env)
+    if timed_out:
+        raise RuntimeError(
+            f"torchrun ran past {job.timeout_seconds} s and was stopped. "
+            "Last lines:\n" + "\n".join(tail)
+        )
+    if code != 0:
+        last = "\n".join(tail)
+        reason = failure_reason(last)
+        raise RuntimeError(
+            f"torchrun exited with code {code}: {reason}. The trainer's last lines:\n{last}"
+        )
+
+
+def _run_torchrun(
+    command: list[str], timeout_seconds: float, env: dict[str, str]
+) -> tuple[int, deque[str], bool]:
+    """Run torchrun, streaming its output: its exit code, its last lines, whether it timed out.
+
+    The last lines stop where torchrun's own report on a failed worker begins.
+    """
     tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
     process = subprocess.Popen(
         command,
@@ -139,9 +166,10 @@ def run_local_training(
         text=True,
         bufsize=1,
         start_new_session=True,
+        env=env,
     )
     timed_out = threading.Event()
-    timer = threading.Timer(job.timeout_seconds, _stop, (process, timed_out))
+    timer = threading.Timer(timeout_seconds, _stop, (process, timed_out))
     timer.start()
     reported = False  # torchrun's report began: the log has it, the error shows the trainer's
     try:
@@ -154,17 +182,7 @@ def run_local_training(
     finally:
         timer.cancel()
         _stop(process)
-    if timed_out.is_set():
-        raise RuntimeError(
-            f"torchrun ran past {job.timeout_seconds} s and was stopped. "
-            "Last lines:\n" + "\n".join(tail)
-        )
-    if code != 0:
-        last = "\n".join(tail)
-        reason = failure_reason(last)
-        raise RuntimeError(
-            f"torchrun exited with code {code}: {reason}. The trainer's last lines:\n{last}"
-        )
+    return code, tail, timed_out.is_set()
 
 
 def _stop(process: subprocess.Popen, timed_out: threading.Event | None = None) -> None:

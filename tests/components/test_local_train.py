@@ -1,6 +1,8 @@
 """The train step with ``target="local"``: torchrun on this machine, real processes, real data."""
 
+import os
 import sys
+import tempfile
 
 import pytest
 from kfp import dsl
@@ -59,6 +61,21 @@ def test_a_trainer_that_cannot_find_its_data_fails_the_step_with_its_output(tmp_
     assert first.startswith(f"torchrun exited with code 1: {reason}")
     assert first.endswith(". The trainer's last lines:")
     assert rest[-1].startswith(reason)  # torchrun's report (a traceback) only in the log
+
+
+def test_torchrun_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    """torchrun makes a ``torchelastic_*`` folder there for every run and never removes it:
+    ten soak runs once left ten behind (tests/soak/test_leaks.py)."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    monkeypatch.delenv("FASHION_MNIST_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RuntimeError, match="torchrun exited with code 1"):
+        run_step(tmp_path, tmp_path / "empty")  # torchrun ran: its worker failed
+    assert os.listdir(temporary) == []
 
 
 @pytest.mark.slow
