@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -145,10 +146,29 @@ def run_pipeline(sets, run_dir: Path, output: RunOutput, verbose: bool = False) 
     )
     arguments = {name: value for item in sets for name, value in item.to_dict().items()}
     stream = Tee(output.log, sys.stdout) if verbose else output
-    with contextlib.redirect_stdout(stream), warnings.catch_warnings():
+    with steps_temporary_folder(), contextlib.redirect_stdout(stream), warnings.catch_warnings():
         # Running the steps in this interpreter instead of their image is the point here.
         warnings.filterwarnings("ignore", "You may be attemping to run a task", RuntimeWarning)
         return fashion_mnist(target="local", **arguments).outputs
+
+
+@contextlib.contextmanager
+def steps_temporary_folder():
+    """Give the steps' processes a ``TMPDIR`` of their own, removed when they end.
+
+    Each step's command makes a ``mktemp -d`` for its program that it never removes (kfp
+    2.x ``kfp/dsl/component_factory.py``): harmless in a pod, a folder in /tmp per step here.
+    """
+    saved = os.environ.get("TMPDIR")
+    with tempfile.TemporaryDirectory(prefix="fmnist-run-") as folder:
+        os.environ["TMPDIR"] = folder
+        try:
+            yield
+        finally:
+            if saved is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = saved
 
 
 class Tee(io.TextIOBase):
