@@ -16,6 +16,13 @@ Service's endpoints, stops getting new connections; only then does the kubelet s
 (k8s.io/kubernetes v1.36.3 pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer).
 Clients that keep connections open reconnect to a ready replica instead of having a
 request cut off. Knative's queue-proxy drains its pods itself.
+
+A Standard predictor is also probed every second: KServe's default readiness probe, a TCP
+connect every 10 s (kserve v0.15.2 ``pkg/controller/v1beta1/inferenceservice/reconcilers/
+deployment/deployment_reconciler.go`` setDefaultPodSpec, used only when the container has
+none), kept a started predictor out of its Service for up to 10 s. The server opens its
+port once the model is loaded (serving/__main__.py), so the same connect, every second,
+makes a new replica ready within a second of that. Knative probes aggressively by itself.
 """
 
 from __future__ import annotations
@@ -32,6 +39,12 @@ from serving.defaults import DRAIN_PATH, DRAIN_SECONDS, HTTP_PORT, MODEL_DIR
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 PREDICTOR_CONTAINER = "kserve-container"  # KServe's name for the predictor's main container
+READINESS_PROBE = {
+    "tcpSocket": {"port": HTTP_PORT},
+    "periodSeconds": 1,
+    "timeoutSeconds": 1,
+    "failureThreshold": 3,
+}
 
 
 def storage_uri(pvc: str, path: str) -> str:
@@ -82,6 +95,7 @@ def inference_service(
         predictor["tolerations"] = [dict(GPU_TOLERATION)]
     if serving.mode == "Standard":
         container["lifecycle"] = {"preStop": {"httpGet": {"path": DRAIN_PATH, "port": HTTP_PORT}}}
+        container["readinessProbe"] = dict(READINESS_PROBE)
         # The drain, then the server's own graceful stop (default grace: 30 s).
         predictor["terminationGracePeriodSeconds"] = DRAIN_SECONDS + 30
     return {

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from datetime import datetime
 
 import numpy as np
 import pytest
@@ -123,6 +124,12 @@ def pod_json(kubectl, namespace: str, name: str) -> dict:
     return json.loads(kubectl("get", "pod", "-n", namespace, name, "-o", "json"))
 
 
+def seconds_between(earlier: str, later: str) -> float:
+    """Seconds from one API timestamp (RFC 3339, whole seconds) to another."""
+    parse = datetime.fromisoformat
+    return (parse(later) - parse(earlier)).total_seconds()
+
+
 def is_transient_mount_failure(message: str) -> bool:
     """Whether a FailedMount message is one the kubelet retries on its own (see above)."""
     return any(words in message for words in TRANSIENT_MOUNT_FAILURES)
@@ -156,6 +163,7 @@ def test_the_serving_image_answers_v1_and_v2_from_the_pvc(
     trained_model_dir,
     known_images,
     capsys,
+    record_property,
 ):
     """The predictor pod runs on a real node as uid 10001, reads the model from the PVC
     mounted by KServe, passes its readiness probe and answers v1 and v2 as the model does here.
@@ -189,6 +197,7 @@ def test_the_serving_image_answers_v1_and_v2_from_the_pvc(
     claims = {v.name: v.persistent_volume_claim for v in pod.spec.volumes}
     assert claims[mount.name].claim_name == STORE
     assert container.readiness_probe.tcp_socket.port == HTTP_PORT
+    assert container.readiness_probe.period_seconds == 1  # ours, kept by KServe
     assert {e.name: e.value for e in container.env}["STORAGE_URI"] == MODEL_DIR
     # Our securityContext, unchanged by KServe, and what the real process runs as.
     client = core.api_client
@@ -196,8 +205,14 @@ def test_the_serving_image_answers_v1_and_v2_from_the_pvc(
         container_security_context()
     )
     assert client.sanitize_for_serialization(pod.spec.security_context) == pod_security_context()
-    (status,) = pod_json(kubectl, namespace, name)["status"]["containerStatuses"]
+    pod_status = pod_json(kubectl, namespace, name)["status"]
+    (status,) = pod_status["containerStatuses"]
     assert status["ready"] and status["restartCount"] == 0, describe_pods(core, namespace)
+    start_to_ready = seconds_between(
+        status["state"]["running"]["startedAt"],
+        next(c for c in pod_status["conditions"] if c["type"] == "Ready")["lastTransitionTime"],
+    )
+    record_property("predictor_start_to_ready_s", start_to_ready)
     assert status["user"]["linux"]["uid"] == IMAGE_USER, status
     assert IMAGE_USER in status["user"]["linux"].get("supplementalGroups", []), status
     warnings = kubelet_warnings(core, namespace, name)
@@ -235,6 +250,7 @@ def test_the_serving_image_answers_v1_and_v2_from_the_pvc(
     assert (expected.argmax(axis=1) == labels).mean() > 0.5  # a trained model, not a guess
     log = pod_log(core, namespace, name, PREDICTOR_CONTAINER)
     print(
-        f"deploy {deployed - started:.1f} s, requests {time.monotonic() - deployed:.1f} s; "
+        f"deploy {deployed - started:.1f} s, container start to ready {start_to_ready} s, "
+        f"requests {time.monotonic() - deployed:.1f} s; "
         f"kubelet warnings {warnings}; predictor log:\n{log[-3000:]}"
     )

@@ -374,6 +374,27 @@ def test_a_standard_predictor_drains_before_it_stops(mode, drains, validate_crd)
         assert "lifecycle" not in container and "terminationGracePeriodSeconds" not in predictor
 
 
+@pytest.mark.parametrize(("mode", "probed"), [("Standard", True), ("Knative", False)])
+def test_a_standard_predictor_is_probed_every_second(mode, probed, validate_crd):
+    """KServe gives a container without a readiness probe a TCP check every 10 s (kserve
+    v0.15.2 reconcilers/deployment/deployment_reconciler.go setDefaultPodSpec): a started
+    predictor waited up to 10 s to join its Service. Knative probes on its own."""
+    built = inference_service(
+        serving=Serving(deployment_mode=mode), namespace="a", uri="pvc://m/x", mode_annotation=mode
+    )
+    validate_crd(built)
+    (container,) = built["spec"]["predictor"]["containers"]
+    if probed:
+        assert container["readinessProbe"] == {
+            "tcpSocket": {"port": 8080},
+            "periodSeconds": 1,
+            "timeoutSeconds": 1,
+            "failureThreshold": 3,
+        }
+    else:
+        assert "readinessProbe" not in container
+
+
 def test_karmada_policy_selects_both_job_kinds_of_the_queue(validate_crd):
     policy = propagation_policy(
         name="p", namespace="kubeflow", queue_name="fmnist-gpu", clusters=["a", "b"]
