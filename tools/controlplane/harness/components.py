@@ -104,10 +104,11 @@ def _node() -> list[Component]:
             "github.com/coredns/coredns",
             {"coredns": "fmnist.local/controlplane/coredns"},
         ),
+        # registry/main.go: upstream's program with only the filesystem storage driver.
         Component(
             "registry",
             "github.com/distribution/distribution/v3",
-            {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
+            {"registry": "fmnist.local/controlplane/registry"},
         ),
     ]
 

@@ -1,7 +1,7 @@
 """The tier's image registry: podman pushes the images here, each node's containerd pulls them.
 
-A CNCF distribution registry (github.com/distribution/distribution/v3 cmd/registry, pinned in
-tools/controlplane/registry/go.mod) keeps its blobs in the machine cache, so a fresh clone
+A CNCF distribution registry (github.com/distribution/distribution/v3, pinned in
+tools/controlplane/registry/go.mod; its main.go keeps only the filesystem driver) keeps its blobs in the machine cache, so a fresh clone
 finds them. It listens on ``ADDRESS``, an address of the Service range's static band that
 this machine holds on its loopback interface (as CoreDNS's, harness/dns.py): the nodes'
 containerds reach it from any network namespace, and the apiserver never hands it to a
