@@ -307,6 +307,12 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
                         },
                         "securityContext": RESTRICTED_CONTAINER,
                         "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": 8080}}},
+                        "readinessProbe": {
+                            "tcpSocket": {"port": 8080},
+                            "periodSeconds": 1,
+                            "timeoutSeconds": 1,
+                            "failureThreshold": 3,
+                        },
                     }
                 ],
             }
