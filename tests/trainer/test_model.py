@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from trainer.model import ModelCard, build_model, load_model_dir, normalize, save_model_dir
 
@@ -56,3 +57,33 @@ def test_bad_model_dirs_are_named(tmp_path):
     (tmp_path / "model.json").write_text(json.dumps(card))
     with pytest.raises(ValueError, match="unknown architecture 'resnet'"):
         load_model_dir(tmp_path)
+
+
+def _article_forward(net, x):
+    """The article's ``Net.forward``: ReLU, then ``max_pool2d``."""
+    x = F.max_pool2d(F.relu(net.conv1(x)), 2)
+    x = F.max_pool2d(F.relu(net.conv2(x)), 2)
+    x = F.relu(net.fc1(x.flatten(1)))
+    return F.log_softmax(net.fc2(x), dim=1)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_forward_is_the_articles_function_values_and_gradients(channels_last):
+    """LeNet pools before its ReLU; the article's forward pass pools after it."""
+    torch.manual_seed(0)
+    model = build_model()
+    x = torch.randn(16, 1, 28, 28)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    labels = torch.randint(0, 10, (16,))
+    results = []
+    for forward in (model, lambda images: _article_forward(model, images)):
+        model.zero_grad()
+        out = forward(x)
+        F.nll_loss(out, labels).backward()
+        results.append((out.detach(), [p.grad.clone() for p in model.parameters()]))
+    (out, grads), (expected, expected_grads) = results
+    torch.testing.assert_close(out, expected)
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad)
