@@ -107,10 +107,15 @@ def _component_patches(pki: Path) -> list[dict]:
             ],
         },
         # kwok plays its own nodes only (kwokctl's binary runtime passes
-        # --manage-all-nodes=true; the last flag wins), never the real node's pods.
+        # --manage-all-nodes=true; the last flag wins), never the real node's pods. Its
+        # nodes get an InternalIP, where it serves their logs: with only a Hostname, kwok's
+        # node-initialize stage, which runs again whenever a node is not Ready, writes
+        # `addresses:` empty (kwok v0.8.0 kustomize/stage/node/fast/node-initialize.yaml),
+        # and the apiserver then answers every log request for its pods with a 500.
         {
             "name": "kwok-controller",
             "extraArgs": [
+                {"key": "node-ip", "value": "127.0.0.1"},
                 {"key": "manage-all-nodes", "value": "false"},
                 {
                     "key": "manage-nodes-with-annotation-selector",

@@ -1,12 +1,12 @@
 """The tier's image registry: podman pushes the images here, each node's containerd pulls them.
 
 A CNCF distribution registry (github.com/distribution/distribution/v3, pinned in
-tools/controlplane/registry/go.mod; its main.go keeps only the filesystem driver) keeps its blobs in the machine cache, so a fresh clone
-finds them. It listens on ``ADDRESS``, an address of the Service range's static band that
-this machine holds on its loopback interface (as CoreDNS's, harness/dns.py): the nodes'
-containerds reach it from any network namespace, and the apiserver never hands it to a
-Service (k8s.io/kubernetes v1.36.3 pkg/registry/core/service/ipallocator: dynamic
-allocation takes the upper band first).
+tools/controlplane/registry/go.mod; its main.go keeps only the filesystem driver) keeps its
+blobs in the machine cache, so a fresh clone finds them. It listens on ``ADDRESS``, an
+address of the Service range's static band that this machine holds on its loopback
+interface (as CoreDNS's, harness/dns.py): the nodes' containerds reach it from any network
+namespace, and the apiserver never hands it to a Service (k8s.io/kubernetes v1.36.3
+pkg/registry/core/service/ipallocator: dynamic allocation takes the upper band first).
 
 Pods keep the names they have on a cluster (``ghcr.io/fmnist-pipeline/trainer:0.1.0``,
 ``registry.k8s.io/pause:3.10.2``, ...). Each node's containerd has a hosts.toml per upstream
