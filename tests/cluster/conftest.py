@@ -454,3 +454,13 @@ def kfp_legacy_host(kubeconfig) -> str:
     if not KFP_LEGACY_HOST.exists():
         pytest.fail(f"no older Kubeflow Pipelines backend ({KFP_LEGACY_HOST})", pytrace=False)
     return KFP_LEGACY_HOST.read_text().strip()
+
+
+@pytest.fixture
+def quick_polls(monkeypatch):
+    """The steps' waits poll every second instead of every five or ten: the behaviour is the
+    same, the tier faster (a module asks for it with ``pytest.mark.usefixtures``)."""
+    from components.runtime import kserve, waiting
+
+    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
+    monkeypatch.setattr(kserve, "POLL_SECONDS", 1.0)

@@ -58,15 +58,9 @@ from components.runtime import waiting
 from components.runtime.lost_nodes import NODE_LOST_SECONDS, NodeLost
 from trainer.data import pack
 
-pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 MID_EPOCH_2 = r"epoch 2 \["  # rank 0's progress line half way through epoch 2
 RESUMED = re.compile(r"resumed from epoch (\d+) \(its checkpoint\)")
-
-
-@pytest.fixture(autouse=True)
-def quick_polls(monkeypatch):
-    """Poll every second instead of every ten."""
-    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
 
 
 @pytest.fixture(scope="module")

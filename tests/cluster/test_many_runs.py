@@ -19,16 +19,10 @@ import pytest
 from fault_helpers import Training, fault_job, job_pods
 from real_pods import harness_node, real_namespace  # noqa: F401  (this module's ``namespace``)
 
-from components.runtime import waiting
 from trainer.data import pack
 
-pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 RUNS = 5
-
-
-@pytest.fixture(autouse=True)
-def quick_polls(monkeypatch):
-    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
 
 
 def running_containers(namespace: str) -> list[str]:

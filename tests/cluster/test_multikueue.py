@@ -35,23 +35,16 @@ import yaml
 from cluster_helpers import account_kubeconfig, condition, remote_job, wait_for
 from step_helpers import job_name, pytorchjob, run_train, workload_of
 
-from components.runtime import waiting
 from components.runtime.launcher import JobFailed
 from components.runtime.multicluster import MULTIKUEUE, WORKER_KUBECONFIGS
 from components.runtime.signals import Terminated
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("quick_polls")]
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "build" / "cluster"
 WORKERS = ("worker-1", "worker-2")
 QUEUE = "fmnist-multicluster"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
-
-
-@pytest.fixture(autouse=True)
-def quick_polls(monkeypatch):
-    """Poll every second instead of every ten: the behaviour is the same, the tier faster."""
-    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
 
 
 def worker_kubeconfig(worker: str) -> Path:

@@ -39,26 +39,19 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
     real_namespace,
 )
 
-from components.runtime import waiting
 from components.runtime.train_and_tune import train_model, tune_job
 from components.specs.params import TrainingJob
 from components.specs.pods import workspace_placement
 from components.specs.sweep import Sweep
 from trainer.data import pack
 
-pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 REPO = Path(__file__).resolve().parents[2]
 JOB_PODS = {  # label selectors of a job's pods
     "pytorchjob": "training.kubeflow.org/job-name",
     "trainjob": "jobset.sigs.k8s.io/jobset-name",
 }
 NODE_CPU = "1"  # the machine has 2 cores: Master and Worker take one each
-
-
-@pytest.fixture(autouse=True)
-def quick_polls(monkeypatch):
-    """Poll every second instead of every ten."""
-    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
 
 
 @pytest.fixture(scope="module")

@@ -47,13 +47,13 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
     real_namespace,
 )
 
-from components.runtime import kserve, waiting
+from components.runtime import kserve
 from components.specs.inferenceservice import PREDICTOR_CONTAINER
 from components.specs.params import Serving
 from components.specs.pods import IMAGE_USER, container_security_context, pod_security_context
 from serving.defaults import HTTP_PORT, MODEL_DIR, MODEL_NAME
 
-pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 IMAGES = 16  # known test images per request
 STORE = "fmnist-models"  # Serving's default model_pvc: the workspace PVC serves as the store
 # A predictor's start, seen through a TCP readiness probe, is a few failed probes; the kubelet
@@ -69,13 +69,6 @@ TRANSIENT_MOUNT_FAILURES = (
     "no relationship found between node",
     "failed to sync configmap cache: timed out waiting for the condition",
 )
-
-
-@pytest.fixture(autouse=True)
-def quick_polls(monkeypatch):
-    """Poll every second instead of every five or ten."""
-    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
-    monkeypatch.setattr(kserve, "POLL_SECONDS", 1.0)
 
 
 @pytest.fixture

@@ -37,22 +37,15 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 )
 from test_real_serving import STORE, local_probabilities
 
-from components.runtime import kserve, waiting
+from components.runtime import kserve
 from components.specs.inferenceservice import PREDICTOR_CONTAINER
 from components.specs.params import Serving
 from serving.defaults import MODEL_NAME
 from trainer.model import ModelCard, build_model, save_model_dir
 
-pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 CLIENTS = 8  # half speak v1, half v2
 IMAGES = 4  # known test images per request
-
-
-@pytest.fixture(autouse=True)
-def quick_polls(monkeypatch):
-    """Poll every second instead of every five or ten."""
-    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
-    monkeypatch.setattr(kserve, "POLL_SECONDS", 1.0)
 
 
 @pytest.fixture

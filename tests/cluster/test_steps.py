@@ -23,7 +23,7 @@ from cluster_helpers import condition, wait_for
 from kfp import dsl
 from step_helpers import job_name, pytorchjob, run_train, workload_of
 
-from components.runtime import kserve, launcher, waiting
+from components.runtime import kserve, launcher
 from components.runtime.launcher import JobFailed, JobStuck
 from components.runtime.signals import Terminated
 from components.specs.params import Serving, TrainingJob
@@ -31,7 +31,7 @@ from components.specs.pods import GPU_TOLERATION, WorkPaths
 from components.steps.deploy import deploy
 from components.steps.tune import tune
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("quick_polls")]
 # Pod level: seccomp and the fresh-volume group; runAsNonRoot is on our containers only, so
 # that root containers the controllers inject are not refused (components/specs/pods.py).
 RESTRICTED_POD = {
@@ -39,13 +39,6 @@ RESTRICTED_POD = {
     "fsGroupChangePolicy": "OnRootMismatch",
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-
-
-@pytest.fixture(autouse=True)
-def quick_polls(monkeypatch):
-    """Poll every second instead of every ten: the behaviour is the same, the tier faster."""
-    monkeypatch.setattr(waiting, "POLL_SECONDS", 1.0)
-    monkeypatch.setattr(kserve, "POLL_SECONDS", 1.0)
 
 
 def test_train_on_gpus_goes_through_kueue_and_the_operator(
