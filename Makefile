@@ -52,10 +52,12 @@ IMAGE_BUILD ?= $(if $(shell docker info >/dev/null 2>&1 && echo yes),docker buil
   $(if $(shell command -v runc),--runtime $(shell command -v runc)) build --network host \
   --ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
 
-images: $(STAMP)  ## the three images, named as the compiled pipeline refers to them
-	for runtime in trainer serving components; do \
-	  image=$$($(PY) -c "from components.images import Images; print(getattr(Images.resolve(), '$$runtime'))") && \
-	  $(IMAGE_BUILD) $(IMAGE_ARGS) -f images/$$runtime.Dockerfile -t "$$image" . || exit 1; \
+images: $(STAMP)  ## the four images (the trainer's CUDA and CPU variants), named as the pipeline refers to them
+	$(PY) -c "from components.images import BUILDS, Images; images = Images.resolve(); \
+	  [print(getattr(images, r), b.dockerfile, *(f'--build-arg={k}={v}' for k, v in b.args.items())) \
+	   for r, b in BUILDS.items()]" | \
+	while read -r image dockerfile args; do \
+	  $(IMAGE_BUILD) $(IMAGE_ARGS) $$args -f images/$$dockerfile.Dockerfile -t "$$image" . </dev/null || exit 1; \
 	done
 
 clean:

@@ -2,8 +2,8 @@
 
 ``fmnist compile`` writes every pipeline this way; ``fmnist submit`` and ``fmnist
 schedule`` compile the variant the server runs. The trainer and serving images become
-the defaults of the ``trainer_image`` and ``serving_image`` parameters (a run can still
-override them); the components image is set on every step.
+the defaults of the ``trainer_image``, ``trainer_cpu_image`` and ``serving_image``
+parameters (a run can still override them); the components image is set on every step.
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from pathlib import Path
 from cli.errors import UsageError
 from pipelines.settings import ACCESS_MODES
 
-IMAGE_PARAMETERS = {"trainer": "trainer_image", "serving": "serving_image"}
+IMAGE_PARAMETERS = {
+    "trainer": "trainer_image",
+    "trainer_cpu": "trainer_cpu_image",
+    "serving": "serving_image",
+}
 SUFFIXES = {"workspace": "", "pvc": "-pvc"}
 
 
@@ -40,7 +44,7 @@ def add_workspace_flags(parser: argparse.ArgumentParser) -> list[argparse.Action
 def settings_from_args(args: argparse.Namespace, variant: str):
     """The compile settings of the flags (images resolved now, from flags and environment)."""
     from cli.flags import usage_error
-    from components.images import Images
+    from components.images import RUNTIMES, Images
     from components.specs.names import is_image
     from components.specs.params import IMAGE, ParamError, require
     from pipelines.settings import CompileSettings, Workspace
@@ -49,7 +53,7 @@ def settings_from_args(args: argparse.Namespace, variant: str):
     chosen["components"] = getattr(args, "components_image", None)
     try:
         images = Images.resolve(**chosen)
-        for runtime in ("trainer", "serving", "components"):
+        for runtime in RUNTIMES:
             image = getattr(images, runtime)
             require(is_image(image), f"{runtime}_image", IMAGE, image)
         workspace = Workspace(

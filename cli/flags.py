@@ -67,7 +67,11 @@ def _image_defaults() -> dict[str, str]:
     from components.images import Images
 
     images = Images.resolve()
-    return {"trainer_image": images.trainer, "serving_image": images.serving}
+    return {
+        "trainer_image": images.trainer,
+        "trainer_cpu_image": images.trainer_cpu,
+        "serving_image": images.serving,
+    }
 
 
 def set_from_args(args: argparse.Namespace, parameter_set, **overrides):

@@ -8,8 +8,8 @@
 # the same image (the cluster tier: tools/controlplane/harness/images.py).
 ARG BASE=python:3.11.11-slim-bookworm
 
-# torch alone, in a stage of its own that components.Dockerfile (and the tier's stand-in for
-# the trainer's base) repeat line for line: built once, the layer is shared by every image.
+# torch alone, in a stage of its own that components.Dockerfile and the CPU trainer's stage
+# repeat line for line: built once, the layer is shared by every image.
 # torch from PyTorch's CPU index (PyPI's default build carries several GB of CUDA libraries
 # the predictor never uses), at the trainer image's version so models load the same way.
 FROM ${BASE} AS torch

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kfp import dsl
 
-from components.images import Images, default_image
+from components.images import RUNTIMES, Images, default_image
 from components.specs.names import is_dns_subdomain, is_quantity
 from components.specs.params import QUANTITY, require
 
@@ -68,7 +68,7 @@ class Workspace:
 
 
 def _default_images() -> Images:
-    return Images(*(default_image(runtime) for runtime in ("trainer", "serving", "components")))
+    return Images(**{runtime: default_image(runtime) for runtime in RUNTIMES})
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,10 @@
 Two variants of each: ``<name>.yaml`` for Kubeflow Pipelines 2.15 and later (the run's
 workspace) and ``<name>-pvc.yaml`` for 2.2 to 2.14 (a PVC of the run's own, which needs
 ``--workspace-storage-class``; without one only the first is compiled). Image
-references come from the flags, else ``$FMNIST_TRAINER_IMAGE``, ``$FMNIST_SERVING_IMAGE``
-and ``$FMNIST_COMPONENTS_IMAGE``, else ``ghcr.io/fmnist-pipeline/<runtime>:<version>``:
-the trainer and serving images become the defaults of the ``trainer_image`` and
-``serving_image`` parameters (a run can still override them); the components image is
-set on every step.
+references come from the flags, else ``$FMNIST_<RUNTIME>_IMAGE``, else the release's
+(``components/images.py``): the trainer's two (CUDA, CPU) and the serving image become the
+defaults of the ``trainer_image``, ``trainer_cpu_image`` and ``serving_image`` parameters (a
+run can still override them); the components image is set on every step.
 """
 
 import argparse
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from cli.compiling import add_workspace_flags, compile_pipeline, settings_from_args
 from cli.errors import UsageError
+from components.images import RUNTIMES, default_image, env_var
 from pipelines import PIPELINES
 from pipelines.settings import PVC_NEEDS_CLASS, VARIANTS
 
@@ -48,12 +48,12 @@ def register(subparsers) -> None:
         + "; ".join(f"{name}: {text}" for name, text in VARIANTS.items())
         + " (default: both)",
     )
-    for runtime in ("trainer", "serving", "components"):
+    for runtime in RUNTIMES:
         parser.add_argument(
-            f"--{runtime}-image",
+            f"--{runtime.replace('_', '-')}-image",
             metavar="IMAGE",
-            help=f"the {runtime} image (default: $FMNIST_{runtime.upper()}_IMAGE "
-            f"or ghcr.io/fmnist-pipeline/{runtime}:<version>)",
+            help=f"the {runtime.replace('_', ' ')} image (default: ${env_var(runtime)} "
+            f"or {default_image(runtime)})",
         )
     add_workspace_flags(parser)
     parser.set_defaults(handler=compile_command)

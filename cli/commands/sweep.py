@@ -150,7 +150,7 @@ def apply(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namesp
         namespace = args.namespace or current_namespace()
         check_namespace(kube, namespace, job.queue, args.workspace_pvc)
         target = find_target(kube, job.job_api)
-        run_staging_pod(kube, namespace, args.workspace_pvc, job.trainer_image, data)
+        run_staging_pod(kube, namespace, args.workspace_pvc, job.image, data)
         experiment = experiment_for(
             job, sweep, args.name, namespace, args.workspace_pvc, target.api, target.generation
         )

@@ -185,7 +185,10 @@ class TrainingJob(ParameterSet):
         "auto", f"training job kind: {', '.join(JOB_APIS)} (auto asks the cluster)"
     )
     trainjob_runtime: str = param("torch-distributed", "the TrainJob's ClusterTrainingRuntime")
-    trainer_image: str = param(default_image("trainer"), "image of the training pods")
+    trainer_image: str = param(default_image("trainer"), "image of training pods with GPUs (CUDA)")
+    trainer_cpu_image: str = param(
+        default_image("trainer_cpu"), "image of training pods without GPUs (CPU torch)"
+    )
 
     def __post_init__(self):
         self._check_recipe()
@@ -236,12 +239,18 @@ class TrainingJob(ParameterSet):
             runtime,
             self.trainjob_runtime,
         )
-        require(is_image(self.trainer_image), "trainer_image", IMAGE, self.trainer_image)
+        for name in ("trainer_image", "trainer_cpu_image"):
+            require(is_image(getattr(self, name)), name, IMAGE, getattr(self, name))
 
     @property
     def recipe(self) -> dict:
         """The fields the trainer receives as ``--<name>`` flags, by name."""
         return {name: getattr(self, name) for name in trainer_flag_names(type(self))}
+
+    @property
+    def image(self) -> str:
+        """The training pods' image: the CUDA one when they request GPUs, else the CPU one."""
+        return self.trainer_image if self.gpus_per_worker else self.trainer_cpu_image
 
     @property
     def processes(self) -> int:

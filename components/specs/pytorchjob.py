@@ -65,7 +65,7 @@ def pod_template(job: TrainingJob, args: list[str], placement: Placement) -> dic
     """
     container = trainer_container(
         training.PYTORCHJOB_CONTAINER,
-        job.trainer_image,
+        job.image,
         bounded_args(job, args),
         job_resources(job),
     )

@@ -88,7 +88,7 @@ def trainjob(
 
 def _trainer(job: TrainingJob, args: list[str], placement: Placement) -> dict:
     trainer = {
-        "image": job.trainer_image,
+        "image": job.image,
         "command": list(TRAINER_COMMAND),
         "args": bounded_args(job, args),
         "numNodes": job.workers,

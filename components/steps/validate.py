@@ -42,6 +42,7 @@ def validate_training(
     job_api: str,
     trainjob_runtime: str,
     trainer_image: str,
+    trainer_cpu_image: str,
 ) -> dict:
     """Check the training job's parameters; on a cluster, that its job API is served.
 
@@ -53,7 +54,8 @@ def validate_training(
 
     job = TrainingJob.from_parameters(locals())
     if check_target(target) == "cluster":
-        print(f"the cluster serves {check_training_on_cluster(job)}s; queue {job.queue}")
+        api = check_training_on_cluster(job)
+        print(f"the cluster serves {api}s; queue {job.queue}; trainer image {job.image}")
     return job.to_dict()
 
 

@@ -163,15 +163,19 @@ def test_flags_a_command_does_not_take_are_argparse_errors(fmnist, argv):
 
 def test_image_variables_are_read_when_the_command_runs(fmnist, monkeypatch):
     monkeypatch.setenv("FMNIST_TRAINER_IMAGE", "registry.local/trainer:9")
+    monkeypatch.setenv("FMNIST_TRAINER_CPU_IMAGE", "registry.local/trainer:9-cpu")
     monkeypatch.setenv("FMNIST_SERVING_IMAGE", "registry.local/serving:9")
     _, out, _ = fmnist("render", "pytorchjob")
+    (image,) = {c["image"] for c in containers(yaml.safe_load(out))}
+    assert image == "registry.local/trainer:9-cpu"
+    _, out, _ = fmnist("render", "pytorchjob", "--gpus-per-worker", "1")
     (image,) = {c["image"] for c in containers(yaml.safe_load(out))}
     assert image == "registry.local/trainer:9"
     _, out, _ = fmnist("render", "inferenceservice")
     assert yaml.safe_load(out)["spec"]["predictor"]["containers"][0]["image"] == (
         "registry.local/serving:9"
     )
-    _, out, _ = fmnist("render", "pytorchjob", "--trainer-image", "mine:1")
+    _, out, _ = fmnist("render", "pytorchjob", "--trainer-cpu-image", "mine:1")
     assert {c["image"] for c in containers(yaml.safe_load(out))} == {"mine:1"}
 
 

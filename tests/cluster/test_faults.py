@@ -267,7 +267,7 @@ def preemptor_job(namespace: str, seconds: int) -> dict:
 
     container = {
         "name": "work",
-        "image": Images.resolve().trainer,
+        "image": Images.resolve().trainer_cpu,
         "command": ["python", "-c", f"import time; time.sleep({seconds})"],
         "resources": {
             "requests": {"cpu": "1", "memory": "1Gi"},

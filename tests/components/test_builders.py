@@ -62,7 +62,7 @@ LIMITS = {
 
 
 def test_pytorchjob_single_node_exact_object(validate_crd):
-    job = TrainingJob(workers=1, epochs=3, trainer_image="trainer:1")
+    job = TrainingJob(workers=1, epochs=3, trainer_cpu_image="trainer:1")
     built = pytorchjob(
         name="fmnist-abc", namespace="team-a", job=job, args=ARGS, placement=WORKSPACE
     )
@@ -161,6 +161,20 @@ def test_pytorchjob_variants_are_valid_restricted_and_sized(variant, validate_cr
         } in pod["volumes"]
         assert has_shm == job.needs_shm
         assert (SHM_MOUNT in pod["containers"][0]["volumeMounts"]) == job.needs_shm
+
+
+@pytest.mark.parametrize("api", ["pytorchjob", "trainjob"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_pods_run_the_cuda_trainer_only_when_they_request_gpus(variant, api):
+    """The CUDA image (GBs of CUDA libraries) for GPU pods; the CPU variant for the rest."""
+    images = dict(trainer_image="trainer:1", trainer_cpu_image="trainer:1-cpu")
+    job = TrainingJob(**VARIANTS[variant], **images)
+    built = training_job(api, name="j", namespace="n", job=job, flags=FLAGS, placement=WORKSPACE)
+    if api == "pytorchjob":
+        used = {pod["containers"][0]["image"] for pod in pod_specs(built)}
+    else:
+        used = {built["spec"]["trainer"]["image"]}
+    assert used == {"trainer:1" if job.gpus_per_worker else "trainer:1-cpu"}
 
 
 def test_the_runtime_patch_manager_is_a_domain_prefixed_path():

@@ -102,6 +102,7 @@ def test_queue_follows_the_gpus_and_shm_the_processes(changes, queue, shm):
         (TrainingJob, dict(trainjob_runtime="Torch"), "trainjob_runtime", "a ClusterTraining"),
         (TrainingJob, dict(trainer_image=" "), "trainer_image", "an image reference"),
         (TrainingJob, dict(trainer_image="bad image!!"), "trainer_image", "an image reference"),
+        (TrainingJob, dict(trainer_cpu_image=""), "trainer_cpu_image", "an image reference"),
         (Serving, dict(serving_image="ghcr.io/Team/x:1"), "serving_image", "an image reference"),
         (Serving, dict(model_name="1model"), "model_name", "starting with a letter"),
         (Serving, dict(min_accuracy=1.5), "min_accuracy", "in [0, 1]"),
@@ -312,7 +313,8 @@ JOB_VARIANTS = {
     "priority_class": ({}, "high"),
     "timeout_seconds": ({}, 60),
     "trainjob_runtime": ({}, "other-runtime"),
-    "trainer_image": ({}, "registry.local/trainer:9"),
+    "trainer_image": ({"gpus_per_worker": 1}, "registry.local/trainer:9"),
+    "trainer_cpu_image": ({}, "registry.local/trainer:9-cpu"),
 }
 # Fields the train step itself consumes, and where.
 STEP_FIELDS = {"job_api": "components/runtime/launcher.py find_target picks the job kind"}

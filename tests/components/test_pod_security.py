@@ -32,7 +32,7 @@ from components.specs.staging_pod import staging_pod
 from components.specs.sweep import Sweep
 from components.specs.training_job import training_job
 
-JOB = TrainingJob(trainer_image="trainer:1")  # the defaults: two nodes of 2 CPUs
+JOB = TrainingJob(trainer_cpu_image="trainer:1")  # the defaults: two nodes of 2 CPUs
 PATHS = WorkPaths.under("/kfp-workspace")
 PLACEMENT = workspace_placement("run-1-kfp-workspace")
 # Every field today's containers get, and the pod-wide ones (the fix must not weaken them).

@@ -82,9 +82,11 @@ def test_bases_are_pinned(path):
     defaults = dict(arg.split("=", 1) for keyword, arg in steps if keyword == "ARG" and "=" in arg)
     stages = {arguments.split()[-1] for keyword, arguments in steps if " AS " in arguments}
     for keyword, arguments in steps:
-        if keyword != "FROM" or arguments.split()[0] in stages:
+        if keyword != "FROM":
             continue
         image = re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)], arguments.split()[0])
+        if image in stages:
+            continue
         name, _, tag = image.partition("@")[0].rpartition(":")
         assert "@sha256:" in image or (name and re.search(r"\d+\.\d+", tag)), (
             f"{path.name}: {image} is not pinned to a digest or an exact version tag"
@@ -183,6 +185,7 @@ def test_torch_versions_agree_across_images_and_pyproject():
     assert f"startswith('{torch_version}')" in trainer
     assert f"torch.version.cuda == '{cuda_version}'" in trainer
     assert f"torch=={torch_version} " in components
+    assert f"torch=={torch_version} " in trainer  # its CPU variant's stage
     requirements = [Requirement(text) for text in metadata.requires("fmnist-pipeline")]
     (torch,) = [req for req in requirements if req.name == "torch" and not req.marker]
     assert torch_version in torch.specifier  # the package's own torch range admits it

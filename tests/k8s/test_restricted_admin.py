@@ -34,7 +34,7 @@ from components.specs.sweep import Sweep
 from components.specs.training_job import training_job
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
-JOB = TrainingJob(trainer_image="trainer:1")
+JOB = TrainingJob(trainer_cpu_image="trainer:1")
 # The parts of training-operator v1.9.4 manifests/base/deployment.yaml the patch meets (as
 # Kubeflow 1.10.2's apps/training-operator/upstream/base/deployment.yaml has them).
 OPERATOR = {

@@ -102,6 +102,7 @@ def test_the_components_image_is_on_every_step_and_nowhere_else(tmp_path, monkey
         "c",
     ]
     images = ["--trainer-image", "registry.local/trainer:7"]
+    images += ["--trainer-cpu-image", "registry.local/trainer:7-cpu"]
     assert main([*argv, *images, "--components-image", "registry.local/components:7"]) == 0
     for name in ("fashion-mnist.yaml", "fashion-mnist-pvc.yaml"):
         text = (tmp_path / name).read_text()
@@ -113,6 +114,7 @@ def test_the_components_image_is_on_every_step_and_nowhere_else(tmp_path, monkey
         assert default_image("components") not in text
         parameters = spec["root"]["inputDefinitions"]["parameters"]
         assert parameters["trainer_image"]["defaultValue"] == "registry.local/trainer:7"
+        assert parameters["trainer_cpu_image"]["defaultValue"] == "registry.local/trainer:7-cpu"
         assert parameters["serving_image"]["defaultValue"] == "registry.local/serving:env"
 
 
@@ -121,12 +123,14 @@ def test_image_variables_set_after_import_take_effect(tmp_path, monkeypatch):
 
     monkeypatch.setenv("FMNIST_COMPONENTS_IMAGE", "registry.local/components:late")
     monkeypatch.setenv("FMNIST_TRAINER_IMAGE", "registry.local/trainer:late")
+    monkeypatch.setenv("FMNIST_TRAINER_CPU_IMAGE", "registry.local/trainer:late-cpu")
     argv = ["compile", "fashion-mnist", "--variant", "workspace", "--out-dir", str(tmp_path)]
     assert main(argv) == 0
     spec, _ = load(tmp_path / "fashion-mnist.yaml")
     assert set(executor_images(spec)) == {"registry.local/components:late"}
     parameters = spec["root"]["inputDefinitions"]["parameters"]
     assert parameters["trainer_image"]["defaultValue"] == "registry.local/trainer:late"
+    assert parameters["trainer_cpu_image"]["defaultValue"] == "registry.local/trainer:late-cpu"
 
 
 def test_workspace_flags_shape_both_variants(tmp_path):

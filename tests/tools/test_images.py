@@ -60,19 +60,26 @@ def normalized(image: str) -> str:
     return image if "." in first or ":" in first else f"docker.io/{image}"
 
 
-@pytest.mark.parametrize(
-    ("dockerfile", "base"),
-    [
-        ("components", "python:3.11.11-slim-bookworm"),
-        ("serving", "python:3.11.11-slim-bookworm"),
-        ("trainer", "pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime"),
-    ],
-)
-def test_the_dockerfiles_default_to_the_upstream_base(dockerfile, base):
+@pytest.mark.parametrize("dockerfile", ["components", "serving"])
+def test_the_dockerfiles_default_to_the_upstream_base(dockerfile):
     path = REPO / "images" / f"{dockerfile}.Dockerfile"
-    assert arg_default(path, "BASE") == base
+    assert arg_default(path, "BASE") == "python:3.11.11-slim-bookworm"
     froms = [step.split()[1] for step in instructions(path) if step.startswith("FROM ")]
-    assert froms[0] == "${BASE}" and set(froms) <= {"${BASE}", "torch"}
+    assert froms == ["${BASE}", "torch"]
+
+
+def test_the_trainer_is_cuda_torch_or_the_cpu_torch_stage_by_one_argument():
+    path = REPO / "images" / "trainer.Dockerfile"
+    assert arg_default(path, "TORCH") == "cuda"
+    assert arg_default(path, "BASE") == "pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime"
+    assert arg_default(path, "CPU_BASE") == arg_default(
+        REPO / "images" / "serving.Dockerfile", "BASE"
+    )
+    froms = [step.split()[1:] for step in instructions(path) if step.startswith("FROM ")]
+    assert froms == [["${BASE}", "AS", "cuda"], ["${CPU_BASE}", "AS", "cpu"], ["${TORCH}"]]
+    # The CPU stage installs torch as the other images do: one shared layer.
+    cpu = stage(path, "cpu")
+    assert cpu[1:] == stage(REPO / "images" / "components.Dockerfile", "torch")[1:]
 
 
 @pytest.mark.parametrize("dockerfile", ["components", "serving"])
@@ -93,11 +100,14 @@ def test_the_torch_stage_is_the_same_wherever_torch_is_installed():
 def test_the_tier_builds_our_images_on_its_bases_under_the_pipeline_names():
     built = {image.name: image for image in images.images()}
     ours = Images.resolve()
-    assert dict(built[ours.trainer].args) == {"BASE": images.PYTORCH}
+    assert dict(built[ours.trainer].args) == {"TORCH": "cuda", "BASE": images.PYTORCH}
+    cpu = {"TORCH": "cpu", "CPU_BASE": images.PYTHON, "TORCH_INDEX": images.PYPI}
+    assert dict(built[ours.trainer_cpu].args) == cpu
     for name in (ours.components, ours.serving, images.PYTORCH):
         assert dict(built[name].args) == {"BASE": images.PYTHON, "TORCH_INDEX": images.PYPI}
     assert images.IMAGE_NAMES == [
         ours.trainer,
+        ours.trainer_cpu,
         ours.components,
         ours.serving,
         images.SANDBOX_IMAGE,

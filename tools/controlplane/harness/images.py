@@ -6,8 +6,9 @@ Docker, and no registry but the tier's own, harness/registry.py):
 - stand-in bases made here: Debian bookworm by debootstrap, Debian's Python 3.11 on it
   where python:3.11.11-slim-bookworm has its own, and torch 2.9.0 on that for
   pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime (tools/controlplane/images/);
-- ours, from images/*.Dockerfile with BASE (and TORCH_INDEX: PyPI) set to those bases;
-  the torch layer is one and the same in all three (the Dockerfiles' `torch` stage);
+- ours, from images/*.Dockerfile with BASE (and TORCH_INDEX: PyPI) set to those bases, the
+  trainer in both variants (TORCH=cuda on the torch stand-in, TORCH=cpu on Python); the torch
+  layer is one and the same in all four (the Dockerfiles' `torch` or `cpu` stage);
 - stand-ins, under their upstream names and users, for the images that upstream programs
   put into our pods: containerd's pause (sandbox) image, the Training Operator's
   init-pytorch image, Katib's StdOut/File metrics collector and its goptuna suggestion.
@@ -94,15 +95,23 @@ def base_images() -> list[Image]:
 
 
 def our_images() -> list[Image]:
-    """The project's three images, from images/*.Dockerfile on the bases made here."""
+    """Our four images (the trainer's two variants), from images/*.Dockerfile on our bases."""
     ours = Images.resolve()
     return [
         Image(
             ours.trainer,
             REPO / "images" / "trainer.Dockerfile",
             lambda: REPO,
-            (("BASE", PYTORCH),),
+            (("TORCH", "cuda"), ("BASE", PYTORCH)),
             (PYTORCH,),
+        ),
+        Image(
+            ours.trainer_cpu,
+            REPO / "images" / "trainer.Dockerfile",
+            lambda: REPO,
+            (("TORCH", "cpu"), ("CPU_BASE", PYTHON), ("TORCH_INDEX", PYPI)),
+            (PYTHON,),
+            pypi=True,
         ),
         Image(
             ours.components,
