@@ -124,11 +124,6 @@ def render(root: Path, component: Component, scratch: Path) -> str:
     return yaml.safe_dump_all(kept, sort_keys=False)
 
 
-def is_built(component: Component) -> bool:
-    """Whether this machine's cache holds the component's build."""
-    return (cache_dir(component) / "built.json").exists()
-
-
 def build_all(wanted: dict[str, Component]) -> dict[str, Path]:
     """Build every component; link binaries and manifests into build/cluster/ (only theirs)."""
     built = {name: build(component) for name, component in wanted.items()}
