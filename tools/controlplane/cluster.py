@@ -2,13 +2,12 @@
 """A real Kubernetes control plane with the Kubeflow controllers and two real nodes, here.
 
     python tools/controlplane/cluster.py build  [--trainer v2.1.0|v2.3.0] [--kserve v0.15.2|v0.20.0]
-                                                [--skip karmada | --only karmada]
     python tools/controlplane/cluster.py up     [same options] [--workers 0|1|2]  # build, start
     python tools/controlplane/cluster.py down                    # stop everything
     python tools/controlplane/cluster.py status
     python tools/controlplane/cluster.py images                  # build the images (cached)
     python tools/controlplane/cluster.py restart-apiserver [--down-seconds N]
-    python tools/controlplane/cluster.py karmada   # build and attach Karmada over the workers
+    python tools/controlplane/cluster.py karmada   # attach Karmada, the workers its members
     python tools/controlplane/cluster.py node-off 2  # lose real-node-2 (a power cut)
     python tools/controlplane/cluster.py node-on 2   # and get it back
 

@@ -125,27 +125,17 @@ def render(root: Path, component: Component, scratch: Path) -> str:
 
 
 def build_all(wanted: dict[str, Component]) -> dict[str, Path]:
-    """Build every component; link binaries and manifests into build/cluster/ (only theirs)."""
+    """Build every component; link binaries and manifests into build/cluster/."""
     built = {name: build(component) for name, component in wanted.items()}
     for sub in ("bin", "manifests", "files"):
         shutil.rmtree(BUILD / sub, ignore_errors=True)
         (BUILD / sub).mkdir(parents=True)
     for name, folder in built.items():
-        link(name, folder)
+        for binary in (folder / "bin").iterdir():
+            (BIN / binary.name).symlink_to(binary)
+        if (folder / "manifests.yaml").exists():
+            (BUILD / "manifests" / f"{name}.yaml").symlink_to(folder / "manifests.yaml")
+        for path in (folder / "files").glob("*") if (folder / "files").exists() else ():
+            (BUILD / "files" / name).mkdir(exist_ok=True)
+            (BUILD / "files" / name / path.name).symlink_to(path)
     return built
-
-
-def link(name: str, folder: Path) -> None:
-    """Link one built component's binaries, manifests and files into build/cluster/."""
-    for sub in ("bin", "manifests", "files"):
-        (BUILD / sub).mkdir(parents=True, exist_ok=True)
-    for binary in (folder / "bin").iterdir():
-        (BIN / binary.name).unlink(missing_ok=True)
-        (BIN / binary.name).symlink_to(binary)
-    if (folder / "manifests.yaml").exists():
-        (BUILD / "manifests" / f"{name}.yaml").unlink(missing_ok=True)
-        (BUILD / "manifests" / f"{name}.yaml").symlink_to(folder / "manifests.yaml")
-    for path in (folder / "files").glob("*") if (folder / "files").exists() else ():
-        (BUILD / "files" / name).mkdir(exist_ok=True)
-        (BUILD / "files" / name / path.name).unlink(missing_ok=True)
-        (BUILD / "files" / name / path.name).symlink_to(path)

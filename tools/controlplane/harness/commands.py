@@ -28,18 +28,14 @@ from harness import (
     workers,
 )
 from harness.api import Api
-from harness.build import build, build_all, link
-from harness.components import Component, components
+from harness.build import build, build_all
+from harness.components import components
 from harness.controllers import controllers, katib, training_operator
 from harness.paths import BIN, BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
 from harness.pki import make_pki, remove_certs
 from harness.processes import Process, alive, log_tail, terminate, wait_for, wait_ready
 
 LOCAL_VOLUMES = 32  # the real node's local PersistentVolumes (one per test workspace)
-
-
-# Built by `cluster.py karmada` rather than `up`: only the last tests (marker karmada) use it.
-LATER = ("karmada",)
 
 
 def progress(started: float, what: str) -> None:
@@ -58,7 +54,7 @@ def up(args) -> None:
         print("a previous cluster is still here: stopping it first", flush=True)
         down(args)
     wanted = components(args.trainer, args.kserve)
-    build_all(without(wanted, LATER))
+    build_all(wanted)
     seconds = {"build_check": time.monotonic() - started}
     progress(started, "binaries ready; images building where they changed")
     with ThreadPoolExecutor(1) as pool:
@@ -228,21 +224,12 @@ def down(args=None) -> None:
     print("cluster down", flush=True)
 
 
-def without(wanted: dict[str, Component], names: tuple[str, ...]) -> dict[str, Component]:
-    """``wanted`` less the components ``names``."""
-    return {name: component for name, component in wanted.items() if name not in names}
-
-
 def attach_karmada(args) -> None:
-    """Karmada's control plane over the running cluster's two workers (harness/karmada.py).
-
-    Karmada is built here (when the cache lacks it), not by ``up``.
-    """
+    """Karmada's control plane over the running cluster's two workers (harness/karmada.py)."""
     if not STATE.exists() or not karmada.workers_running():
         raise SystemExit("no cluster with two workers here: run `cluster.py up` first")
     started = time.monotonic()
     state = json.loads(STATE.read_text())
-    link("karmada", build(components(state["trainer"], state["kserve"])["karmada"]))
     state["pids"] = {n: pid for n, pid in state["pids"].items() if not n.startswith("karmada-")}
     karmada.stop()  # one attached before
     try:
@@ -315,10 +302,6 @@ def parser(description: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name)
         command.add_argument("--trainer", default=os.environ.get("TRAINER") or "v2.3.0")
         command.add_argument("--kserve", default=os.environ.get("KSERVE") or "v0.15.2")
-    # .ci/run builds Karmada beside the cluster tier: `build --skip karmada`, then `--only`.
-    which = sub.choices["build"].add_mutually_exclusive_group()
-    which.add_argument("--skip", action="append", default=[], choices=LATER)
-    which.add_argument("--only", action="append", default=[], choices=LATER)
     # MultiKueue worker clusters (harness/workers.py): 0 for none
     sub.choices["up"].add_argument(
         "--workers", type=int, choices=range(len(workers.WORKERS) + 1), default=len(workers.WORKERS)
@@ -338,12 +321,9 @@ def main(argv: list[str], description: str = "") -> None:
     """Run one command."""
     args = parser(description).parse_args(argv)
     BUILD.mkdir(parents=True, exist_ok=True)
-    if args.command == "build" and args.only:
-        for name in args.only:
-            build(components(args.trainer, args.kserve)[name])
-    elif args.command == "build":
+    if args.command == "build":
         started = time.monotonic()
-        wanted = without(components(args.trainer, args.kserve), tuple(args.skip))
+        wanted = components(args.trainer, args.kserve)
         # First: the torch images go through these into the nodes' image stores.
         bin_dirs = (build(wanted["containerd"]) / "bin", build(wanted["registry"]) / "bin")
         with ThreadPoolExecutor(1) as pool:
