@@ -12,13 +12,9 @@ import argparse
 from pathlib import Path
 
 from cli.errors import UsageError
+from components.images import IMAGE_PARAMETERS, RUNTIMES
 from pipelines.settings import ACCESS_MODES
 
-IMAGE_PARAMETERS = {
-    "trainer": "trainer_image",
-    "trainer_cpu": "trainer_cpu_image",
-    "serving": "serving_image",
-}
 SUFFIXES = {"workspace": "", "pvc": "-pvc"}
 
 
@@ -44,13 +40,12 @@ def add_workspace_flags(parser: argparse.ArgumentParser) -> list[argparse.Action
 def settings_from_args(args: argparse.Namespace, variant: str):
     """The compile settings of the flags (images resolved now, from flags and environment)."""
     from cli.flags import usage_error
-    from components.images import RUNTIMES, Images
+    from components.images import Images
     from components.specs.names import is_image
     from components.specs.params import IMAGE, ParamError, require
     from pipelines.settings import CompileSettings, Workspace
 
-    chosen = {runtime: getattr(args, f"{runtime}_image", None) for runtime in IMAGE_PARAMETERS}
-    chosen["components"] = getattr(args, "components_image", None)
+    chosen = {runtime: getattr(args, f"{runtime}_image", None) for runtime in RUNTIMES}
     try:
         images = Images.resolve(**chosen)
         for runtime in RUNTIMES:

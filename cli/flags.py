@@ -64,14 +64,10 @@ def add_set_flags(
 
 def _image_defaults() -> dict[str, str]:
     """The image parameters' defaults as of now: ``$FMNIST_*_IMAGE``, else the release's."""
-    from components.images import Images
+    from components.images import IMAGE_PARAMETERS, Images
 
     images = Images.resolve()
-    return {
-        "trainer_image": images.trainer,
-        "trainer_cpu_image": images.trainer_cpu,
-        "serving_image": images.serving,
-    }
+    return {parameter: getattr(images, runtime) for runtime, parameter in IMAGE_PARAMETERS.items()}
 
 
 def set_from_args(args: argparse.Namespace, parameter_set, **overrides):

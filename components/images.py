@@ -35,6 +35,13 @@ BUILDS = {
     "components": Build("components", {}),
 }
 RUNTIMES = tuple(BUILDS)
+# The pipeline parameters these images are the defaults of (the components image is set on
+# every step instead).
+IMAGE_PARAMETERS = {
+    "trainer": "trainer_image",
+    "trainer_cpu": "trainer_cpu_image",
+    "serving": "serving_image",
+}
 
 
 def package_version() -> str:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.images import Images
+from components.images import BUILDS, Images
 from harness.build import build
 from harness.components import components
 from harness.paths import CACHE, CONTROLPLANE, REPO
@@ -102,14 +102,14 @@ def our_images() -> list[Image]:
             ours.trainer,
             REPO / "images" / "trainer.Dockerfile",
             lambda: REPO,
-            (("TORCH", "cuda"), ("BASE", PYTORCH)),
+            (*BUILDS["trainer"].args.items(), ("BASE", PYTORCH)),
             (PYTORCH,),
         ),
         Image(
             ours.trainer_cpu,
             REPO / "images" / "trainer.Dockerfile",
             lambda: REPO,
-            (("TORCH", "cpu"), ("CPU_BASE", PYTHON), ("TORCH_INDEX", PYPI)),
+            (*BUILDS["trainer_cpu"].args.items(), ("CPU_BASE", PYTHON), ("TORCH_INDEX", PYPI)),
             (PYTHON,),
             pypi=True,
         ),
