@@ -15,7 +15,7 @@ import sys
 
 from cli.errors import UsageError
 
-COMMANDS = ("run", "serve", "compile", "render", "sweep", "submit", "schedule")
+COMMANDS = ("run", "serve", "compile", "render", "sweep", "submit", "schedule", "models")
 PACKAGE = "fmnist-pipeline"
 REPORTED_VERSIONS = ("kfp", "torch", "kserve")  # shown by --version beside the package's
 

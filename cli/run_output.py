@@ -29,6 +29,11 @@ ERROR_LINES = 4  # lines of a failed step's exception shown in the summary
 STEP_WIDTH = 18  # the step-name column
 
 
+def shown_name(task: str) -> str:
+    """A task as its step: KFP names a second task of one component ``deploy-2``."""
+    return re.sub(r"-\d+$", "", task)
+
+
 def strip_ansi(text: str) -> str:
     """``text`` without terminal colour codes."""
     return ANSI_CODE.sub("", text)
@@ -68,7 +73,7 @@ class RunOutput(io.TextIOBase):
 
     def _record(self, message: str) -> None:
         if started := TASK_STARTED.match(message):
-            self.step, self.section, self.started = started.group(1), "", self.clock()
+            self.step, self.section, self.started = shown_name(started.group(1)), "", self.clock()
             self.in_dump = self.in_traceback = False
             self._show("started")
         elif message.startswith("Streamed logs:"):

@@ -7,6 +7,7 @@ from kfp import dsl, kubernetes
 from components.runtime.kserve import MODEL_STORE_MOUNT
 from components.steps.deploy import deploy
 from components.steps.evaluate import evaluate
+from components.steps.register import register_model
 from pipelines.settings import CompileSettings
 
 
@@ -39,6 +40,7 @@ def evaluate_and_deploy_task(
         serving=serving.output,
         min_accuracy=params["min_accuracy"],
         model_pvc=params["model_pvc"],
+        model_registry=params["model_registry"],
         target=target,
     )
     workspace.release(published)
@@ -51,6 +53,40 @@ def evaluate_and_deploy_task(
     )
 
 
+def on_model_volume(task, model_pvc):
+    """``task`` with the model PVC mounted where the steps publish models; uncached."""
+    kubernetes.mount_pvc(task, pvc_name=model_pvc, mount_path=MODEL_STORE_MOUNT)
+    return task.set_caching_options(False)
+
+
+def deploy_task(settings, model, dataset, serving, target, model_pvc):
+    """The deploy step (shown as "deploy" in either branch of ``release``)."""
+    deployed = deploy(
+        model=model,
+        dataset=dataset,
+        serving=serving,
+        target=target,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    ).set_display_name("deploy")
+    return on_model_volume(settings.step(deployed), model_pvc)
+
+
+def release(settings, model, dataset, serving, target, model_pvc, model_registry, evaluated):
+    """Behind the gate: with a registry, register the model and serve that version; else serve."""
+    with dsl.If(model_registry != "", name="model-registry"):
+        registered = register_model(
+            model=model,
+            metrics=evaluated.outputs["metrics"],
+            serving=serving,
+            target=target,
+            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        )
+        on_model_volume(settings.step(registered), model_pvc)
+        deploy_task(settings, model, dataset, serving, target, model_pvc).after(registered)
+    with dsl.Else(name="no-model-registry"):
+        deploy_task(settings, model, dataset, serving, target, model_pvc)
+
+
 def evaluate_and_deploy_pipeline(settings: CompileSettings):
     """The sub-pipeline, its steps in the components image of ``settings``."""
 
@@ -61,6 +97,7 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
         serving: dict,
         min_accuracy: float,
         model_pvc: str,
+        model_registry: str,
         target: str,
     ) -> Published:
         """Evaluate the model; deploy it if its test accuracy reaches min_accuracy.
@@ -71,6 +108,7 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
             serving: The checked serving parameters.
             min_accuracy: The gate.
             model_pvc: The PVC the deploy step publishes models to.
+            model_registry: The Model Registry server; empty: no registration.
             target: "cluster" or "local".
 
         Returns:
@@ -82,15 +120,7 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
         evaluated = settings.step(evaluate(model=model, dataset=dataset, min_accuracy=min_accuracy))
         accuracy = evaluated.outputs["Output"]
         with dsl.If(accuracy >= min_accuracy, name="accuracy-gate"):
-            deployed = deploy(
-                model=model,
-                dataset=dataset,
-                serving=serving,
-                target=target,
-                run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            )
-            settings.step(deployed).set_caching_options(False)
-            kubernetes.mount_pvc(deployed, pvc_name=model_pvc, mount_path=MODEL_STORE_MOUNT)
+            release(settings, model, dataset, serving, target, model_pvc, model_registry, evaluated)
         return Published(
             accuracy=accuracy,
             metrics=evaluated.outputs["metrics"],

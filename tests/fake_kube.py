@@ -15,16 +15,24 @@ import json
 from types import SimpleNamespace
 
 from kubernetes.client import (
+    V1Container,
     V1ContainerState,
     V1ContainerStateWaiting,
     V1ContainerStatus,
+    V1Deployment,
+    V1DeploymentSpec,
+    V1DeploymentStatus,
+    V1EnvVar,
+    V1LabelSelector,
     V1Namespace,
     V1Node,
     V1ObjectMeta,
     V1PersistentVolumeClaim,
     V1Pod,
     V1PodList,
+    V1PodSpec,
     V1PodStatus,
+    V1PodTemplateSpec,
 )
 from kubernetes.client.exceptions import ApiException
 
@@ -244,4 +252,49 @@ def rank0_pod(
     return V1Pod(
         metadata=V1ObjectMeta(name=name, uid=uid),
         status=V1PodStatus(phase=phase, container_statuses=[status]),
+    )
+
+
+# --- KServe: what its controller reports of a predictor --------------------------------
+ISVC_URL = "http://fashion-mnist.team-a.example.com"
+SOURCE = "internal.serving.kserve.io/storage-initializer-sourceuri"
+
+
+def ready(generation: int = 1, mode: str = "RawDeployment", **extra) -> dict:
+    """An InferenceService status: Ready, at ``generation``, in ``mode``."""
+    return {
+        "observedGeneration": generation,
+        "deploymentMode": mode,
+        "url": ISVC_URL,
+        "conditions": [{"type": "Ready", "status": "True"}],
+        **extra,
+    }
+
+
+def predictor_spec(uri: str) -> V1PodSpec:
+    """A predictor pod spec whose STORAGE_URI is ``uri``."""
+    env = [V1EnvVar(name="STORAGE_URI", value=uri)]
+    return V1PodSpec(containers=[V1Container(name="kserve-container", env=env)])
+
+
+def annotated(uri: str) -> V1ObjectMeta:
+    """Pod metadata with the source-URI annotation KServe's pod mutator writes."""
+    return V1ObjectMeta(name="fashion-mnist-predictor-abc", annotations={SOURCE: uri})
+
+
+def deployment(uri: str, generation=2, observed=2, updated=1, available=1, replicas=1):
+    """The predictor Deployment of ``uri``, with the rollout state given."""
+    return V1Deployment(
+        metadata=V1ObjectMeta(name="fashion-mnist-predictor", generation=generation),
+        spec=V1DeploymentSpec(
+            replicas=1,
+            selector=V1LabelSelector(),
+            template=V1PodTemplateSpec(metadata=annotated(uri), spec=predictor_spec(uri)),
+        ),
+        status=V1DeploymentStatus(
+            observed_generation=observed,
+            updated_replicas=updated,
+            available_replicas=available,
+            replicas=replicas,
+        ),
     )

@@ -149,6 +149,7 @@ def run_pipeline(sets, run_dir: Path, output: RunOutput, verbose: bool = False) 
     with steps_temporary_folder(), contextlib.redirect_stdout(stream), warnings.catch_warnings():
         # Running the steps in this interpreter instead of their image is the point here.
         warnings.filterwarnings("ignore", "You may be attemping to run a task", RuntimeWarning)
+        warnings.filterwarnings("ignore", r".*\['display_name'\] have no effect", UserWarning)
         return fashion_mnist(target="local", **arguments).outputs
 
 

@@ -8,7 +8,6 @@ the same flags; each prints the best trial at the end.
 """
 
 import argparse
-import contextlib
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from cli.flags import (
     command_with_examples,
     set_from_args,
 )
+from cli.kube_errors import kubernetes_errors
 from cli.manifests import dump_yaml, experiment_for, rendered_experiment
 from components.specs.compat import DEFAULT_TRAINER_RELEASE, TRAINER_RELEASES
 from components.specs.params import DataSlice, TrainingJob
@@ -144,7 +144,7 @@ def apply(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namesp
     from components.runtime.kube import CONNECT_ONCE, KubeClient, current_namespace
     from components.runtime.launcher import find_target
 
-    with kubernetes_errors():
+    with kubernetes_errors(missing="Katib"):
         kube = KubeClient.connect(CONNECT_ONCE)
         print(f"connecting to the Kubernetes API at {kube.host}", flush=True)
         namespace = args.namespace or current_namespace()
@@ -164,31 +164,6 @@ def apply(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namesp
             return 1
     print_best(best)
     return 0
-
-
-@contextlib.contextmanager
-def kubernetes_errors():
-    """Missing credentials, an unreachable API, refusals, a wrong cluster: usage errors."""
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.config import ConfigException
-    from urllib3.exceptions import HTTPError
-
-    from cli.staging import NamespaceNotReady, StagingFailed
-    from components.runtime.discovery import ClusterMismatch
-    from components.runtime.kube import connection_failure
-    from components.runtime.objects import NotOurs, Refused
-
-    try:
-        yield
-    except ConfigException as exc:
-        raise UsageError(f"no Kubernetes credentials ({exc})") from None
-    except HTTPError as exc:
-        raise UsageError(f"cannot reach the Kubernetes API at {connection_failure(exc)}") from None
-    except ApiException as exc:
-        hint = " (is Katib installed?)" if exc.status == 404 else ""
-        raise UsageError(f"the Kubernetes API refused: {exc.status} {exc.reason}{hint}") from None
-    except (ClusterMismatch, NotOurs, Refused, NamespaceNotReady, StagingFailed) as exc:
-        raise UsageError(str(exc)) from None
 
 
 class LiveTable:

@@ -229,19 +229,35 @@ def deploy_to_kserve(
     serving: Serving, model_dir: str, run_id: str, kube: KubeClient | None = None
 ) -> str:
     """Publish the model, apply the InferenceService, wait until it serves; return its URL."""
-    kube = kube or KubeClient.connect()
-    namespace = current_namespace()
     relative = publish_model(model_dir, MODEL_STORE_MOUNT, serving.model_name, run_id)
-    uri = storage_uri(serving.model_pvc, relative)
+    return serve_uri(serving, storage_uri(serving.model_pvc, relative), kube)
+
+
+def serve_uri(
+    serving: Serving,
+    uri: str,
+    kube: KubeClient | None = None,
+    namespace: str | None = None,
+    metadata: tuple[dict, dict] = ({}, {}),
+) -> str:
+    """Apply the InferenceService serving ``uri``, wait until it serves; return its URL.
+
+    ``metadata`` is the labels and annotations to add (a registered version's ids).
+    """
+    kube = kube or KubeClient.connect()
+    namespace = namespace or current_namespace()
     live = kube.get(INFERENCESERVICE, namespace, serving.model_name)
     annotation = mode_annotation(serving, live, kserve_uses_legacy_names(kube))
     body = inference_service(
         serving=serving, namespace=namespace, uri=uri, mode_annotation=annotation
     )
+    labels, annotations = metadata
+    if labels:
+        body["metadata"]["labels"] = dict(labels)
+    body["metadata"]["annotations"].update(annotations)
     applied = apply(kube, INFERENCESERVICE, body, live)
     print(
-        f"applied InferenceService {namespace}/{serving.model_name} ({annotation}), "
-        f"serving {relative}",
+        f"applied InferenceService {namespace}/{serving.model_name} ({annotation}), serving {uri}",
         flush=True,
     )
     watch = RolloutWatch(kube, namespace, serving, uri, applied["metadata"].get("generation", 1))

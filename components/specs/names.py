@@ -40,6 +40,7 @@ _HOST = re.compile(
 )
 _PATH = re.compile(r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*")
 _TAG = re.compile(r"\w[\w.-]{0,127}")
+_SERVICE_ADDRESS = re.compile(rf"https?://{_HOST.pattern}/?")  # no path
 _DIGEST = re.compile(r"[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}")
 
 
@@ -79,6 +80,11 @@ def quantity_value(text: str) -> float:
 def is_resource_name(text: object) -> bool:
     """An extended resource name such as ``nvidia.com/gpu`` or ``nvidia.com/mig-1g.10gb``."""
     return isinstance(text, str) and bool(_RESOURCE_NAME.fullmatch(text))
+
+
+def is_service_address(text: object) -> bool:
+    """An HTTP(S) server's address: ``http://host:port`` or ``https://host``, no path."""
+    return isinstance(text, str) and bool(_SERVICE_ADDRESS.fullmatch(text))
 
 
 def is_image(text: object) -> bool:

@@ -36,6 +36,7 @@ from components.specs.names import (
     is_image,
     is_quantity,
     is_resource_name,
+    is_service_address,
 )
 from serving.defaults import MODEL_NAME
 from trainer.config import ConfigError, TrainConfig
@@ -290,6 +291,11 @@ class Serving(ParameterSet):
         "Standard", "KServe mode: Standard (=RawDeployment) or Knative (=Serverless)"
     )
     serving_image: str = param(default_image("serving"), "image of the KServe predictor")
+    model_registry: str = param(
+        "",
+        "Kubeflow Model Registry address (http://host:port): register each model that passes "
+        "the gate and serve it from there; empty: no registration",
+    )
 
     def __post_init__(self):
         require_number(self.min_accuracy, "min_accuracy", "in [0, 1]", lambda gate: 0 <= gate <= 1)
@@ -311,6 +317,9 @@ class Serving(ParameterSet):
         require(is_image(self.serving_image), "serving_image", IMAGE, self.serving_image)
         for name in ("serving_cpu", "serving_memory"):
             require(is_quantity(getattr(self, name)), name, QUANTITY, getattr(self, name))
+        registry = self.model_registry
+        address = "empty, or a server address such as http://model-registry-service.kubeflow:8080"
+        require(not registry or is_service_address(registry), "model_registry", address, registry)
 
     def _check_replicas(self) -> None:
         low, high = self.serving_min_replicas, self.serving_max_replicas

@@ -15,7 +15,9 @@ def deploy(
     On a cluster the model is copied to the model PVC (mounted at /mnt/model-store) under
     ``<model_name>/<run_id>``, the InferenceService is created or updated to serve it, and
     the step waits until the new model serves. Locally the predictor is started on a free
-    loopback port, checked against the model on real test images, and stopped.
+    loopback port, checked against the model on real test images, and stopped. With a
+    model registry, the version the register step made (named ``run_id``) is served from
+    its registered URI, and the InferenceService carries the registry's ids.
 
     Args:
         model: The model directory to serve.
@@ -30,7 +32,14 @@ def deploy(
     from components.specs.params import Serving, check_target
 
     settings = Serving.from_dict(serving)
-    if check_target(target) == "local":
+    local = check_target(target) == "local"
+    if settings.model_registry:  # the register step registered the model as version run_id
+        from components.runtime.model_versions import check_registered_locally, deploy_registered
+
+        if local:
+            return check_registered_locally(settings, run_id, dataset.path)
+        return deploy_registered(settings, run_id)
+    if local:
         from components.runtime.local_predictor import deploy_local
 
         return deploy_local(settings, model.path, dataset.path)

@@ -74,6 +74,7 @@ def validate_serving(
     serving_timeout_seconds: int,
     deployment_mode: str,
     serving_image: str,
+    model_registry: str,
 ) -> dict:
     """Check the gate's and the InferenceService's parameters; on a cluster, the namespace.
 

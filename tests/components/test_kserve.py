@@ -18,22 +18,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fake_kube import ISVC_URL as URL
+from fake_kube import annotated, deployment, predictor_spec, ready
 from kfp import dsl
 from kubernetes.client import (
-    V1Container,
     V1ContainerState,
     V1ContainerStateWaiting,
     V1ContainerStatus,
-    V1Deployment,
-    V1DeploymentSpec,
-    V1DeploymentStatus,
-    V1EnvVar,
-    V1LabelSelector,
-    V1ObjectMeta,
     V1Pod,
-    V1PodSpec,
     V1PodStatus,
-    V1PodTemplateSpec,
 )
 
 from components.runtime import kserve, waiting
@@ -42,50 +35,10 @@ from components.runtime.kube import KubeClient
 from components.specs.params import ParamError, Serving
 from components.steps.deploy import deploy
 
-URL = "http://fashion-mnist.team-a.example.com"
 NEW_URI = "pvc://fmnist-models/fashion-mnist/run-42"
 OLD_URI = "pvc://fmnist-models/fashion-mnist/run-41"
 ISVC = "serving.kserve.io/v1beta1"
 STEP_TIMEOUT = 5  # seconds: a step that never sees its model serve fails fast, not in 900 s
-
-
-def ready(generation: int = 1, mode: str = "RawDeployment", **extra) -> dict:
-    return {
-        "observedGeneration": generation,
-        "deploymentMode": mode,
-        "url": URL,
-        "conditions": [{"type": "Ready", "status": "True"}],
-        **extra,
-    }
-
-
-SOURCE = "internal.serving.kserve.io/storage-initializer-sourceuri"
-
-
-def predictor_spec(uri: str) -> V1PodSpec:
-    env = [V1EnvVar(name="STORAGE_URI", value=uri)]
-    return V1PodSpec(containers=[V1Container(name="kserve-container", env=env)])
-
-
-def annotated(uri: str) -> V1ObjectMeta:
-    return V1ObjectMeta(name="fashion-mnist-predictor-abc", annotations={SOURCE: uri})
-
-
-def deployment(uri: str, generation=2, observed=2, updated=1, available=1, replicas=1):
-    return V1Deployment(
-        metadata=V1ObjectMeta(name="fashion-mnist-predictor", generation=generation),
-        spec=V1DeploymentSpec(
-            replicas=1,
-            selector=V1LabelSelector(),
-            template=V1PodTemplateSpec(metadata=annotated(uri), spec=predictor_spec(uri)),
-        ),
-        status=V1DeploymentStatus(
-            observed_generation=observed,
-            updated_replicas=updated,
-            available_replicas=available,
-            replicas=replicas,
-        ),
-    )
 
 
 def predictor_pod(uri: str, waiting_reason: str | None = None, restarts: int = 0) -> V1Pod:

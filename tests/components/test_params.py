@@ -13,6 +13,7 @@ from components.specs.names import (
     is_image,
     is_quantity,
     is_resource_name,
+    is_service_address,
 )
 from components.specs.params import (
     DataSlice,
@@ -121,6 +122,8 @@ def test_queue_follows_the_gpus_and_shm_the_processes(changes, queue, shm):
         (Serving, dict(serving_gpus=-1), "serving_gpus", "an integer >= 0"),
         (Serving, dict(serving_gpu_resource="gpu"), "serving_gpu_resource", "an extended"),
         (Serving, dict(serving_timeout_seconds=0), "serving_timeout_seconds", "an integer >= 1"),
+        (Serving, dict(model_registry="model-registry:8080"), "model_registry", "a server"),
+        (Serving, dict(model_registry="http://mr:8080/api"), "model_registry", "a server"),
         (DataSlice, dict(train_limit=0), "train_limit", "an integer >= 1"),
         (DataSlice, dict(test_limit=2.5), "test_limit", "an integer >= 1"),
     ],
@@ -147,6 +150,8 @@ def test_bad_values_name_the_parameter_and_its_range(cls, changes, name, allowed
         (Serving, dict(deployment_mode="Serverless", serving_min_replicas=0)),
         (Serving, dict(min_accuracy=0.0)),
         (Serving, dict(min_accuracy=1.0)),
+        (Serving, dict(model_registry="http://model-registry-service.kubeflow:8080")),
+        (Serving, dict(model_registry="https://registry.example.com/")),
     ],
 )
 def test_good_values_pass(cls, changes):
@@ -243,6 +248,11 @@ def test_validate_serving_refuses_a_control_plane_namespace(fake_k8s, monkeypatc
             is_image,
             ["python", "ghcr.io/fmnist-pipeline/trainer:0.1.0", "localhost:5000/a_b/c.d:t"],
             ["bad image!!", "Upper/x", "x:", "x@sha256:abc", ":tag", "a" * 256, ""],
+        ),
+        (
+            is_service_address,
+            ["http://127.0.0.1:8080", "https://mr.kubeflow.svc.cluster.local", "http://a:1/"],
+            ["mr:8080", "ftp://mr", "http://mr/v1", "http://", "http://a b", ""],
         ),
     ],
 )

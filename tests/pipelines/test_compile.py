@@ -109,7 +109,7 @@ def test_the_components_image_is_on_every_step_and_nowhere_else(tmp_path, monkey
         spec, _ = load(tmp_path / name)
         steps = [image for image in executor_images(spec) if image not in STUBS]
         assert set(steps) == {"registry.local/components:7"}
-        assert len(steps) == 6  # validate x2, pack, train, evaluate, deploy
+        assert len(steps) == 8  # validate x2, pack, train, evaluate, register, deploy x2
         assert text.count("registry.local/components:7") == len(steps)
         assert default_image("components") not in text
         parameters = spec["root"]["inputDefinitions"]["parameters"]

@@ -72,7 +72,39 @@ def test_tasks_and_their_order(ir):
     tail = spec["components"]["comp-evaluate-and-deploy"]["dag"]
     assert dependencies(tail) == {"evaluate": [], "condition-1": ["evaluate"]}
     assert tail["tasks"]["condition-1"]["taskInfo"]["name"] == "accuracy-gate"
-    assert list(spec["components"]["comp-condition-1"]["dag"]["tasks"]) == ["deploy"]
+    assert list(spec["components"]["comp-condition-1"]["dag"]["tasks"]) == ["condition-branches-2"]
+    branches = spec["components"]["comp-condition-branches-2"]["dag"]["tasks"]
+    assert {name: task["taskInfo"]["name"] for name, task in branches.items()} == {
+        "condition-3": "model-registry",
+        "condition-4": "no-model-registry",
+    }
+    assert dependencies(spec["components"]["comp-condition-3"]["dag"]) == {
+        "register-model": [],
+        "deploy": ["register-model"],
+    }
+    assert list(spec["components"]["comp-condition-4"]["dag"]["tasks"]) == ["deploy-2"]
+    assert {task["taskInfo"]["name"] for task in deploy_tasks(spec)} == {"deploy"}
+
+
+def test_the_model_is_registered_only_with_a_registry(ir):
+    spec, _ = ir
+    branches = spec["components"]["comp-condition-branches-2"]["dag"]["tasks"]
+    registry_set = "inputs.parameter_values['pipelinechannel--model_registry'] != ''"
+    assert branches["condition-3"]["triggerPolicy"]["condition"] == registry_set
+    assert branches["condition-4"]["triggerPolicy"]["condition"] == f"!({registry_set})"
+    register = spec["components"]["comp-condition-3"]["dag"]["tasks"]["register-model"]
+    assert register["inputs"]["artifacts"]["metrics"] == {
+        "componentInputArtifact": "pipelinechannel--evaluate-metrics"  # evaluate's, via the gate
+    }
+    assert register["inputs"]["parameters"]["run_id"] == RUN_ID
+
+
+def deploy_tasks(spec: dict) -> list[dict]:
+    """The deploy task after registering, and the one without a registry."""
+    return [
+        spec["components"]["comp-condition-3"]["dag"]["tasks"]["deploy"],
+        spec["components"]["comp-condition-4"]["dag"]["tasks"]["deploy-2"],
+    ]
 
 
 def test_deploy_is_gated_on_accuracy(ir):
@@ -84,17 +116,19 @@ def test_deploy_is_gated_on_accuracy(ir):
 def test_train_and_deploy_are_never_cached(ir):
     spec, _ = ir
     tasks = spec["root"]["dag"]["tasks"]
-    deploy = spec["components"]["comp-condition-1"]["dag"]["tasks"]["deploy"]
+    register = spec["components"]["comp-condition-3"]["dag"]["tasks"]["register-model"]
     assert tasks["train"].get("cachingOptions", {}).get("enableCache", False) is False
-    assert deploy.get("cachingOptions", {}).get("enableCache", False) is False
+    for task in [register, *deploy_tasks(spec)]:
+        assert task.get("cachingOptions", {}).get("enableCache", False) is False
     assert tasks["pack-dataset"]["cachingOptions"]["enableCache"] is True
 
 
 def test_job_names_and_namespaces_are_resolved_at_run_time(ir):
     spec, _ = ir
     train = spec["root"]["dag"]["tasks"]["train"]["inputs"]["parameters"]
-    deploy = spec["components"]["comp-condition-1"]["dag"]["tasks"]["deploy"]
-    assert train["run_id"] == deploy["inputs"]["parameters"]["run_id"] == RUN_ID
+    assert train["run_id"] == RUN_ID
+    for deploy in deploy_tasks(spec):
+        assert deploy["inputs"]["parameters"]["run_id"] == RUN_ID
     # No namespace parameter anywhere: every object goes to the namespace the step runs in.
     for component in [spec["root"], *spec["components"].values()]:
         assert "namespace" not in component.get("inputDefinitions", {}).get("parameters", {})
@@ -125,14 +159,18 @@ def test_platform_config(ir):
     }
     executors = kubernetes["deploymentSpec"]["executors"]
     assert executors["exec-train"]["tolerations"] == [GPU_TOLERATION]
-    assert executors["exec-deploy"]["pvcMount"] == [
+    model_store = [
         {
             "componentInputParameter": "pipelinechannel--model_pvc",
             "mountPath": "/mnt/model-store",
             "pvcNameParameter": {"componentInputParameter": "pipelinechannel--model_pvc"},
         }
     ]
-    assert set(executors) == {"exec-train", "exec-deploy"}
+    publishers = {"exec-register-model", "exec-deploy", "exec-deploy-2"}
+    assert {name: executors[name]["pvcMount"] for name in publishers} == dict.fromkeys(
+        publishers, model_store
+    )
+    assert set(executors) == {"exec-train", *publishers}
 
 
 def driver_view(spec: dict, kubernetes: dict, task: str, run_name: str, mount_path: str):
@@ -293,10 +331,10 @@ def test_pvc_variant_has_no_workspace_task_config_or_target(pvc_ir):
     assert "TASK_CONFIG" not in types  # KFP 2.5's pipeline spec has no such type
     assert "workspace_path}}" not in yaml.safe_dump(spec)
     assert "target" not in spec["root"]["inputDefinitions"]["parameters"]  # cluster only
-    deploy = spec["components"]["comp-condition-1"]["dag"]["tasks"]["deploy"]
-    assert deploy["inputs"]["parameters"]["target"] == {
-        "componentInputParameter": "pipelinechannel--target"
-    }
+    for deploy in deploy_tasks(spec):
+        assert deploy["inputs"]["parameters"]["target"] == {
+            "componentInputParameter": "pipelinechannel--target"
+        }
     tail = spec["root"]["dag"]["tasks"]["evaluate-and-deploy"]["inputs"]["parameters"]
     assert tail["target"] == {"runtimeValue": {"constant": "cluster"}}
 

@@ -219,8 +219,9 @@ def down(args=None) -> None:
         remove_certs(folder)
     STATE.unlink(missing_ok=True)
     KUBECONFIG.unlink(missing_ok=True)
-    for path in BUILD.glob("kfp-*"):  # the addresses of a KFP backend attached to this cluster
-        path.unlink()
+    # The addresses of what was attached by hand: a KFP backend, a Model Registry.
+    for path in [*BUILD.glob("kfp-*"), BUILD / "model-registry"]:
+        path.unlink(missing_ok=True)
     print("cluster down", flush=True)
 
 

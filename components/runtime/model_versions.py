@@ -1,0 +1,85 @@
+"""Model versions: register a run's model in Model Registry, serve a registered version.
+
+The register step and the deploy step of a pipeline with ``model_registry`` set, and
+``fmnist models deploy`` (a roll back) all go through here, so a version is served the same
+way whether it was just trained or is months old.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from components.runtime.registry import Registry, RegistryError, Version, version_properties
+from components.specs.kinds import INFERENCESERVICE
+from components.specs.params import Serving
+
+
+def register_run_model(
+    serving: Serving, model_dir: str, metrics: dict, target: str, run_id: str
+) -> Version:
+    """Register the run's model as version ``run_id`` of ``serving.model_name``.
+
+    On a cluster the model is published to the model PVC first (the version's URI is
+    ``pvc://<model_pvc>/<model_name>/<run_id>``); locally the URI is the model directory.
+    The registry is asked first, so a registry that does not answer changes nothing.
+    """
+    registry = Registry(serving.model_registry)
+    model_info = json.loads((Path(model_dir) / "model.json").read_text())
+    properties = version_properties(metrics, model_info, run_id)
+    if target == "cluster":
+        from components.runtime.kserve import MODEL_STORE_MOUNT, publish_model
+        from components.specs.inferenceservice import storage_uri
+
+        relative = publish_model(model_dir, MODEL_STORE_MOUNT, serving.model_name, run_id)
+        uri = storage_uri(serving.model_pvc, relative)
+    else:
+        uri = str(Path(model_dir).resolve())
+    version = registry.register(serving.model_name, run_id, uri, model_info, properties)
+    print(
+        f"registered {serving.model_name} version {version.name} (id {version.id}) in "
+        f"{registry.address}: {uri}, accuracy {properties.get('accuracy', float('nan')):.4f}",
+        flush=True,
+    )
+    return version
+
+
+def deploy_registered(
+    serving: Serving, version_name: str, kube=None, namespace: str | None = None
+) -> str:
+    """Serve version ``version_name`` of ``serving.model_name`` from the registry; its URL.
+
+    The InferenceService serves the version's URI and carries the registry's ids; the
+    registry records which version the service now serves.
+    """
+    from components.runtime.kserve import serve_uri
+    from components.runtime.kube import KubeClient, current_namespace
+    from components.runtime.registry import serving_metadata
+
+    registry = Registry(serving.model_registry)
+    version = registry.version(serving.model_name, version_name)
+    if not version.uri.startswith("pvc://"):
+        raise RegistryError(
+            f"{serving.model_name} version {version.name} is stored at {version.uri!r}, not on "
+            "a PVC (a local run registered it); only pvc:// versions can be served on a cluster"
+        )
+    kube = kube or KubeClient.connect()
+    namespace = namespace or current_namespace()
+    kube.get(INFERENCESERVICE, namespace, serving.model_name)  # the cluster answers: go on
+    record = registry.record_serving(version, namespace, serving.model_name)
+    metadata = serving_metadata(version, record, registry.address)
+    print(f"serving {serving.model_name} version {version.name} (id {version.id})", flush=True)
+    return serve_uri(serving, version.uri, kube, namespace, metadata)
+
+
+def check_registered_locally(serving: Serving, version_name: str, dataset_dir: str) -> str:
+    """Check a local predictor on the registered version's model directory; its URL."""
+    from components.runtime.local_predictor import deploy_local
+
+    version = Registry(serving.model_registry).version(serving.model_name, version_name)
+    if not Path(version.uri).is_dir():
+        raise RegistryError(
+            f"{serving.model_name} version {version.name} is at {version.uri!r}, "
+            "which is no model directory on this machine"
+        )
+    return deploy_local(serving, version.uri, dataset_dir)

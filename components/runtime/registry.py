@@ -1,0 +1,298 @@
+"""Kubeflow Model Registry: register a model that passed the gate, find its versions.
+
+A model is a RegisteredModel (the ``model_name`` parameter); each run that passes the gate
+adds a ModelVersion named after the run, whose ModelArtifact holds the model's storage URI
+(``pvc://<model_pvc>/<model_name>/<run>`` on a cluster, the model directory locally) and
+whose custom properties hold the test metrics, the training recipe and the run id.
+
+Through the ``model-registry`` client (0.3.8 to 0.3.11: the ``v1alpha3`` REST API of Model
+Registry v0.2 and v0.3 servers). What is served is recorded the way Kubeflow's Model
+Registry <-> KServe integration does it (kubeflow/model-registry v0.3.8
+``pkg/inferenceservice-controller/controller.go``): a ServingEnvironment named after the
+namespace holds an InferenceService record (registered model, model version), and the
+KServe InferenceService carries its ids in the ``modelregistry.kubeflow.org/*`` labels of
+``manifests/kustomize/options/controller/overlays/base/params.env``. The record is made
+here, before the InferenceService is applied: that controller, given only the model ids,
+creates it from ``spec.predictor.model``, which a custom predictor such as ours lacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import urlparse
+
+MODEL_FORMAT = "pytorch"
+LABEL_PREFIX = "modelregistry.kubeflow.org/"
+REGISTERED_MODEL_LABEL = LABEL_PREFIX + "registered-model-id"
+MODEL_VERSION_LABEL = LABEL_PREFIX + "model-version-id"
+INFERENCE_SERVICE_LABEL = LABEL_PREFIX + "inference-service-id"
+URL_ANNOTATION = LABEL_PREFIX + "url"
+AUTHOR = "fmnist-pipeline"
+# model.json's training config: the recipe recorded with each version.
+RECIPE_KEYS = (
+    "epochs",
+    "batch_size",
+    "lr",
+    "momentum",
+    "optimizer",
+    "scheduler",
+    "weight_decay",
+    "seed",
+)
+
+
+class RegistryError(RuntimeError):
+    """The registry cannot be reached, or does not hold what was asked for (one line)."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One registered version of a model, with what it was made from."""
+
+    id: str
+    name: str
+    registered_model_id: str
+    uri: str
+    created: datetime
+    properties: dict
+
+    @property
+    def accuracy(self) -> float | None:
+        """The test accuracy recorded at registration."""
+        return self.properties.get("accuracy")
+
+    @property
+    def run_id(self) -> str:
+        """The pipeline run that made it."""
+        return str(self.properties.get("kfp_run_id", ""))
+
+
+def _created(milliseconds: str | None) -> datetime:
+    return datetime.fromtimestamp(int(milliseconds or 0) / 1000, tz=timezone.utc)
+
+
+def version_properties(metrics: dict, model_info: dict, run_id: str) -> dict:
+    """The custom properties of a new version: metrics, recipe, world size, run id."""
+    training = model_info.get("training", {})
+    config = training.get("config", {})
+    properties = {name: float(metrics[name]) for name in ("accuracy", "loss") if name in metrics}
+    properties.update({key: config[key] for key in RECIPE_KEYS if config.get(key) is not None})
+    if "world_size" in training:
+        properties["world_size"] = int(training["world_size"])
+    properties["kfp_run_id"] = run_id
+    return properties
+
+
+def format_version(model_info: dict) -> str:
+    """The model format's version: the torch release that saved it (``2.9``)."""
+    torch = str(model_info.get("versions", {}).get("torch", ""))
+    return ".".join(torch.split("+")[0].split(".")[:2]) or "2"
+
+
+class Registry:
+    """A Model Registry server, reached at ``address`` (``http://host:port``)."""
+
+    def __init__(self, address: str):
+        from model_registry import ModelRegistry
+
+        self.address = address.rstrip("/")
+        parsed = urlparse(self.address)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "User access token is missing": none needed
+                self.client = ModelRegistry(
+                    self.address,
+                    parsed.port,
+                    author=AUTHOR,
+                    is_secure=parsed.scheme == "https",
+                    log_level=logging.ERROR,
+                )
+        except Exception as error:  # noqa: BLE001 (aiohttp, the client's StoreError, ...)
+            raise RegistryError(
+                f"the model registry at {self.address} does not answer: {_reason(error)}"
+            ) from None
+
+    def _run(self, call, what: str):
+        """``call()``; a failure as RegistryError naming ``what``."""
+        try:
+            return call()
+        except RegistryError:
+            raise
+        except Exception as error:  # noqa: BLE001
+            raise RegistryError(
+                f"model registry {self.address}: {what} failed: {_reason(error)}"
+            ) from None
+
+    def register(
+        self, model_name: str, version_name: str, uri: str, model_info: dict, properties: dict
+    ) -> Version:
+        """Register ``uri`` as version ``version_name`` of ``model_name``; return it.
+
+        A version of that name that already holds ``uri`` (a retried step) is returned as is.
+        """
+        existing = self.find(model_name, version_name)
+        if existing is not None:
+            if existing.uri != uri:
+                raise RegistryError(
+                    f"model registry {self.address}: {model_name} already has a version "
+                    f"{version_name} at {existing.uri}, not {uri}"
+                )
+            return existing
+        self._run(
+            lambda: self.client.register_model(
+                model_name,
+                uri,
+                version=version_name,
+                model_format_name=MODEL_FORMAT,
+                model_format_version=format_version(model_info),
+                version_description=f"trained by pipeline run {properties.get('kfp_run_id')}",
+                metadata=properties,
+            ),
+            f"registering {model_name} {version_name}",
+        )
+        return self.version(model_name, version_name)
+
+    def find(self, model_name: str, version_name: str) -> Version | None:
+        """Version ``version_name`` of ``model_name``, or None if there is none."""
+        if self._model(model_name) is None:  # the client raises for an unknown model
+            return None
+        version = self._run(
+            lambda: self.client.get_model_version(model_name, version_name),
+            f"looking up {model_name} {version_name}",
+        )
+        if version is None:
+            return None
+        artifact = self._run(
+            lambda: self.client.get_model_artifact(model_name, version_name),
+            f"reading the artifact of {model_name} {version_name}",
+        )
+        return Version(
+            id=version.id,
+            name=version.name,
+            registered_model_id=version.registered_model_id,
+            uri=artifact.uri if artifact else "",
+            created=_created(version.create_time_since_epoch),
+            properties=dict(version.custom_properties or {}),
+        )
+
+    def version(self, model_name: str, version_name: str) -> Version:
+        """Version ``version_name`` of ``model_name``; RegistryError naming the known ones."""
+        found = self.find(model_name, version_name)
+        if found is None:
+            known = ", ".join(version.name for version in self.versions(model_name))
+            raise RegistryError(
+                f"model registry {self.address}: {model_name} has no version {version_name!r}"
+                f" (it has: {known or 'none'})"
+            )
+        return found
+
+    def versions(self, model_name: str) -> list[Version]:
+        """Every version of ``model_name``, oldest first; RegistryError if it is unknown."""
+        if self._model(model_name) is None:
+            raise RegistryError(f"model registry {self.address} has no model named {model_name!r}")
+        pages = self._run(
+            lambda: list(self.client.get_model_versions(model_name)),
+            f"listing the versions of {model_name}",
+        )
+        found = [self.find(model_name, version.name) for version in pages]
+        return sorted((version for version in found if version), key=lambda v: v.created)
+
+    def _model(self, model_name: str):
+        return self._run(
+            lambda: self.client.get_registered_model(model_name), f"looking up {model_name}"
+        )
+
+    def record_serving(self, version: Version, namespace: str, service: str) -> str:
+        """Record that InferenceService ``namespace/service`` serves ``version``; its record id.
+
+        The ServingEnvironment is named after the namespace; the record after the service,
+        created or pointed at ``version``.
+        """
+        return self._run(
+            lambda: self.client.async_runner(self._record(version, namespace, service)),
+            f"recording {namespace}/{service} as serving {version.name}",
+        )
+
+    async def _record(self, version: Version, namespace: str, service: str) -> str:
+        from mr_openapi import (
+            InferenceServiceCreate,
+            InferenceServiceState,
+            InferenceServiceUpdate,
+            ServingEnvironmentCreate,
+        )
+        from mr_openapi.exceptions import NotFoundException
+
+        # The client's own connection (model-registry 0.3.x keeps it in ``_api``).
+        async with self.client._api.get_client() as api:
+            try:
+                environment = await api.find_serving_environment(name=namespace)
+            except NotFoundException:
+                environment = await api.create_serving_environment(
+                    ServingEnvironmentCreate(name=namespace)
+                )
+            try:
+                record = await api.find_inference_service(
+                    name=service, parent_resource_id=environment.id
+                )
+            except NotFoundException:
+                await api.create_inference_service(
+                    InferenceServiceCreate(
+                        name=service,
+                        registered_model_id=version.registered_model_id,
+                        model_version_id=version.id,
+                        serving_environment_id=environment.id,
+                        desired_state=InferenceServiceState.DEPLOYED,
+                    )
+                )
+                # The client reads only a 200 answer, and the server answers 201 Created
+                # (model-registry 0.3.11's response map; server v0.3.8): look it up.
+                record = await api.find_inference_service(
+                    name=service, parent_resource_id=environment.id
+                )
+                return record.id
+            await api.update_inference_service(
+                record.id,
+                InferenceServiceUpdate(
+                    model_version_id=version.id, desired_state=InferenceServiceState.DEPLOYED
+                ),
+            )
+            return record.id
+
+    def served_version_id(self, namespace: str, service: str) -> str | None:
+        """The id of the version the record of ``namespace/service`` serves, if any."""
+        return self._run(
+            lambda: self.client.async_runner(self._served(namespace, service)),
+            f"looking up what {namespace}/{service} serves",
+        )
+
+    async def _served(self, namespace: str, service: str) -> str | None:
+        from mr_openapi.exceptions import NotFoundException
+
+        async with self.client._api.get_client() as api:
+            try:
+                environment = await api.find_serving_environment(name=namespace)
+                record = await api.find_inference_service(
+                    name=service, parent_resource_id=environment.id
+                )
+            except NotFoundException:
+                return None
+            return record.model_version_id
+
+
+def serving_metadata(version: Version, record_id: str, address: str) -> tuple[dict, dict]:
+    """The labels and annotations that tie an InferenceService to ``version``."""
+    labels = {
+        REGISTERED_MODEL_LABEL: version.registered_model_id,
+        MODEL_VERSION_LABEL: version.id,
+        INFERENCE_SERVICE_LABEL: record_id,
+    }
+    return labels, {URL_ANNOTATION: address}
+
+
+def _reason(error: Exception) -> str:
+    """An exception as one line: its first line, or its type."""
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
