@@ -72,7 +72,13 @@ def deploy_task(settings, model, dataset, serving, target, model_pvc):
 
 
 def release(settings, model, dataset, serving, target, model_pvc, model_registry, evaluated):
-    """Behind the gate: with a registry, register the model and serve that version; else serve."""
+    """Behind the gate: serve the model; with a registry, register it and serve that version.
+
+    Two complementary conditions rather than If/Else: the branch without a registry comes
+    first, so its task keeps the name ``deploy`` that runs before this step had one.
+    """
+    with dsl.If(model_registry == "", name="no-model-registry"):
+        deploy_task(settings, model, dataset, serving, target, model_pvc)
     with dsl.If(model_registry != "", name="model-registry"):
         registered = register_model(
             model=model,
@@ -83,8 +89,6 @@ def release(settings, model, dataset, serving, target, model_pvc, model_registry
         )
         on_model_volume(settings.step(registered), model_pvc)
         deploy_task(settings, model, dataset, serving, target, model_pvc).after(registered)
-    with dsl.Else(name="no-model-registry"):
-        deploy_task(settings, model, dataset, serving, target, model_pvc)
 
 
 def evaluate_and_deploy_pipeline(settings: CompileSettings):

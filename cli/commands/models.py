@@ -1,8 +1,8 @@
 """``fmnist models``: the versions a pipeline registered in Kubeflow Model Registry.
 
     fmnist models list --model-registry http://127.0.0.1:8080
-    fmnist models show fashion-mnist-2026-12-03-12-52-04-585306
-    fmnist models deploy <VERSION>   # serve an earlier version again: a roll back
+    fmnist models show VERSION       # a version is named after its run: the KFP run id
+    fmnist models deploy VERSION     # serve an earlier version again: a roll back
 
 The registry is ``--model-registry``, else ``$FMNIST_MODEL_REGISTRY``. ``deploy`` applies the
 InferenceService with the pipeline's own deploy code and waits the same way, in the
@@ -94,11 +94,11 @@ def list_versions(args: argparse.Namespace) -> int:
     """Print a table of the versions; the served one is marked."""
     from components.runtime.registry import RegistryError
 
-    serving = serving_from(args)
+    serving, namespace = serving_from(args), _namespace(args)
     registry = _connect(serving)
     try:
         versions = registry.versions(serving.model_name)
-        served = registry.served_version_id(_namespace(args), serving.model_name)
+        served = registry.served_version_id(namespace, serving.model_name)
     except RegistryError as error:
         raise UsageError(str(error)) from None
     rows = [("", "VERSION", "ID", "ACCURACY", "LOSS", "REGISTERED (UTC)")]
@@ -120,7 +120,7 @@ def list_versions(args: argparse.Namespace) -> int:
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
     if served:
-        print(f"{SERVED_MARK} served by InferenceService {serving.model_name}")
+        print(f"{SERVED_MARK} served by InferenceService {namespace}/{serving.model_name}")
     return 0
 
 

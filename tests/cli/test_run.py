@@ -338,6 +338,20 @@ def test_a_failed_step_is_named_with_its_error_in_a_few_lines():
     ]
 
 
+def test_a_second_task_of_a_step_is_shown_by_the_step_name():
+    """KFP names the deploy task after register-model ``deploy-2``; the user sees deploy."""
+    console = io.StringIO()
+    output = RunOutput(io.StringIO(), console, epochs=1, clock=Clock())
+    output.write(
+        "10:00:00.000 - INFO - Executing task 'deploy-2'\n"
+        "10:00:01.000 - INFO - Task 'deploy-2' finished with status SUCCESS\n"
+    )
+    assert console.getvalue().splitlines() == [
+        "deploy             started",
+        "deploy             done in 10.0 s",
+    ]
+
+
 class Captured(io.StringIO):
     """A captured stream that says whether it is a terminal."""
 

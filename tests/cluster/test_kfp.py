@@ -148,7 +148,8 @@ def test_submit_creates_the_argo_workflow(
     runtime = json.loads(task_parameter(root, "runtime-config"))["parameterValues"]
     assert runtime["batch_size"] == 64  # --param batch_size=64, as an integer
     steps = ["validate-training", "validate-serving", "pack-dataset", *launch_steps]
-    steps += ["evaluate", "deploy"] + (["validate-sweep"] if "tune" in launch_steps else [])
+    steps += ["evaluate", "deploy", "register-model", "deploy-2"]  # deploy-2: after registering
+    steps += ["validate-sweep"] if "tune" in launch_steps else []
     cached = {"pack-dataset", "evaluate", "validate-sweep"}  # the rest: caching off
     for step in steps:
         driver_task, executor_task = tasks[f"{step}-driver"], tasks[step]
@@ -168,11 +169,14 @@ def test_submit_creates_the_argo_workflow(
         assert task_parameter(tasks[f"{step}-driver"], "kubernetes-config") == (
             f"{{{{workflow.parameters.kubernetes-comp-{step}}}}}"
         )
-    (mount,) = json.loads(arguments["kubernetes-comp-deploy"])["pvcMount"]
-    assert mount["mountPath"] == MODEL_STORE_MOUNT
-    assert mount["pvcNameParameter"] == {"componentInputParameter": "pipelinechannel--model_pvc"}
+    publishers = ["deploy", "register-model", "deploy-2"]  # the steps on the model PVC
+    for step in publishers:
+        (mount,) = json.loads(arguments[f"kubernetes-comp-{step}"])["pvcMount"]
+        assert mount["mountPath"] == MODEL_STORE_MOUNT
+        model_pvc = {"componentInputParameter": "pipelinechannel--model_pvc"}
+        assert mount["pvcNameParameter"] == model_pvc
     assert {n for n in arguments if n.startswith("kubernetes-")} == {
-        f"kubernetes-comp-{s}" for s in [*launch_steps, "deploy"]
+        f"kubernetes-comp-{s}" for s in [*launch_steps, *publishers]
     }
 
     pods = wait_for(

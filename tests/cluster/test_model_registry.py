@@ -11,7 +11,8 @@ hand"). Without it these tests fail; they never skip. ``make test-model-registry
   accuracy each run measured.
 - On the tier's real nodes: the register and deploy steps (as the pipeline's account) serve
   a first and a second model from the registry; ``fmnist models deploy`` rolls back, and the
-  predictor pod answers real test images as the first model does here.
+  predictor pod answers real test images as the first model does here. The compiled
+  register-model step also runs in its own pod, as KFP's launcher starts it.
 - A registry that does not answer fails the register step of a whole run in one line; the
   trained model stays in the run's outputs.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -33,12 +35,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
+from kfp import dsl
+from kfp.dsl import Metrics, Model
 from real_pods import bind_workspace, pods_of, real_namespace  # noqa: F401
+from test_real_components import (  # noqa: F401  (pipeline_spec: the compiled pipeline)
+    PIPELINE_ROOT,
+    executor_input,
+    local_folder,
+    pipeline_spec,
+    run_pod,
+    step_pod,
+    workspace_artifact,
+)
 from test_real_serving import STORE, known_images, local_probabilities  # noqa: F401
 
 from components.runtime import kserve
 from components.runtime.ports import free_port
 from components.runtime.registry import MODEL_VERSION_LABEL, Registry
+from components.specs import pods
+from components.specs.params import Serving
+from components.steps.deploy import deploy
+from components.steps.register import register_model
 from serving.defaults import HTTP_PORT, MODEL_NAME
 
 pytestmark = [pytest.mark.cluster, pytest.mark.model_registry]
@@ -143,12 +160,6 @@ def test_models_deploy_rolls_the_predictor_back_to_the_first_version(
     tmp_path,
     quick_polls,
 ):
-    from kfp import dsl
-
-    from components.specs.params import Serving
-    from components.steps.deploy import deploy
-    from components.steps.register import register_model
-
     images, _ = known_images
     store = bind_workspace(core, namespace, STORE)
     monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(store.path))
@@ -194,3 +205,61 @@ def test_models_deploy_rolls_the_predictor_back_to_the_first_version(
     np.testing.assert_allclose(got, local_probabilities(models["run-a"], images), atol=1e-4)
     second = local_probabilities(models["run-b"], images)
     assert not np.allclose(got, second, atol=1e-3)  # not the model it replaced
+
+
+def pod_address(core, registry_address: str) -> str:
+    """The registry as pods reach it: this machine's address on the real nodes' network.
+
+    The real nodes run on this machine, and real-node-1's InternalIP is this machine's own
+    address, so a server listening on all addresses (``--hostname 0.0.0.0``) answers there.
+    """
+    node = core.read_node("real-node-1")
+    (internal,) = [a.address for a in node.status.addresses if a.type == "InternalIP"]
+    port = registry_address.rsplit(":", 1)[1].rstrip("/")
+    return f"http://{internal}:{port}"
+
+
+@pytest.mark.real_pods
+@pytest.mark.parametrize("namespace", ["restricted"], indirect=True)
+@pytest.mark.timeout(900)
+def test_the_register_step_runs_in_its_pod_as_the_launcher_starts_it(
+    registry_address,
+    namespace,
+    core,
+    trained_model_dir,
+    pipeline_spec,  # noqa: F811
+):
+    """register-model from the compiled pipeline, in the components image, in a real pod:
+    uid 10001 under Pod Security "restricted", the pipeline's account (its token is what the
+    client sends), the model PVC at /mnt/model-store. It publishes the model there and
+    registers the version with that volume's URI, which the registry then holds."""
+    workspace, store = bind_workspace(core, namespace), bind_workspace(core, namespace, STORE)
+    run, model = uuid.uuid4().hex[:8], f"fmnist-{uuid.uuid4().hex[:6]}"
+    model_uri = f"{PIPELINE_ROOT}/{run}/train/model"
+    shutil.copytree(trained_model_dir, local_folder(workspace, model_uri))  # train's output
+    measured = json.loads((trained_model_dir / "model.json").read_text())["metrics"]
+    address = pod_address(core, registry_address)
+    arguments = {
+        "model": workspace_artifact(Model, model_uri),
+        "metrics": workspace_artifact(Metrics, f"{PIPELINE_ROOT}/{run}/evaluate/metrics", measured),
+        "serving": Serving(model_name=model, model_registry=address).to_dict(),
+        "target": "cluster",
+        "run_id": run,
+    }
+    body = step_pod(
+        pipeline_spec, "register-model", run,
+        executor_input(pipeline_spec, "register-model", run, arguments),
+        workspace.pvc,
+    )  # fmt: skip
+    body["spec"]["volumes"].append(pods.pvc_volume("model-store", STORE))
+    mount = {"name": "model-store", "mountPath": kserve.MODEL_STORE_MOUNT}
+    body["spec"]["containers"][0]["volumeMounts"].append(mount)
+    log = run_pod(core, namespace, body)
+
+    version = Registry(registry_address).version(model, run)
+    assert f"registered {model} version {run} (id {version.id}) in {address}" in log, log
+    assert version.uri == f"pvc://{STORE}/{model}/{run}"
+    assert version.accuracy == measured["accuracy"]
+    published = store.path / model / run
+    assert (published / "model.pt").read_bytes() == (trained_model_dir / "model.pt").read_bytes()
+    assert published.stat().st_gid == pods.IMAGE_USER  # the pod's fsGroup on the volume

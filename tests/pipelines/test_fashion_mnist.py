@@ -72,26 +72,25 @@ def test_tasks_and_their_order(ir):
     tail = spec["components"]["comp-evaluate-and-deploy"]["dag"]
     assert dependencies(tail) == {"evaluate": [], "condition-1": ["evaluate"]}
     assert tail["tasks"]["condition-1"]["taskInfo"]["name"] == "accuracy-gate"
-    assert list(spec["components"]["comp-condition-1"]["dag"]["tasks"]) == ["condition-branches-2"]
-    branches = spec["components"]["comp-condition-branches-2"]["dag"]["tasks"]
-    assert {name: task["taskInfo"]["name"] for name, task in branches.items()} == {
+    gated = spec["components"]["comp-condition-1"]["dag"]["tasks"]
+    assert {name: task["taskInfo"]["name"] for name, task in gated.items()} == {
+        "condition-2": "no-model-registry",
         "condition-3": "model-registry",
-        "condition-4": "no-model-registry",
     }
+    assert list(spec["components"]["comp-condition-2"]["dag"]["tasks"]) == ["deploy"]
     assert dependencies(spec["components"]["comp-condition-3"]["dag"]) == {
         "register-model": [],
-        "deploy": ["register-model"],
+        "deploy-2": ["register-model"],
     }
-    assert list(spec["components"]["comp-condition-4"]["dag"]["tasks"]) == ["deploy-2"]
     assert {task["taskInfo"]["name"] for task in deploy_tasks(spec)} == {"deploy"}
 
 
 def test_the_model_is_registered_only_with_a_registry(ir):
     spec, _ = ir
-    branches = spec["components"]["comp-condition-branches-2"]["dag"]["tasks"]
-    registry_set = "inputs.parameter_values['pipelinechannel--model_registry'] != ''"
-    assert branches["condition-3"]["triggerPolicy"]["condition"] == registry_set
-    assert branches["condition-4"]["triggerPolicy"]["condition"] == f"!({registry_set})"
+    gated = spec["components"]["comp-condition-1"]["dag"]["tasks"]
+    channel = "inputs.parameter_values['pipelinechannel--model_registry']"
+    assert gated["condition-2"]["triggerPolicy"]["condition"] == f"{channel} == ''"
+    assert gated["condition-3"]["triggerPolicy"]["condition"] == f"{channel} != ''"
     register = spec["components"]["comp-condition-3"]["dag"]["tasks"]["register-model"]
     assert register["inputs"]["artifacts"]["metrics"] == {
         "componentInputArtifact": "pipelinechannel--evaluate-metrics"  # evaluate's, via the gate
@@ -100,10 +99,11 @@ def test_the_model_is_registered_only_with_a_registry(ir):
 
 
 def deploy_tasks(spec: dict) -> list[dict]:
-    """The deploy task after registering, and the one without a registry."""
+    """The deploy task without a registry (named ``deploy`` as before), and the one after
+    registering."""
     return [
-        spec["components"]["comp-condition-3"]["dag"]["tasks"]["deploy"],
-        spec["components"]["comp-condition-4"]["dag"]["tasks"]["deploy-2"],
+        spec["components"]["comp-condition-2"]["dag"]["tasks"]["deploy"],
+        spec["components"]["comp-condition-3"]["dag"]["tasks"]["deploy-2"],
     ]
 
 

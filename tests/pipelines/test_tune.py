@@ -42,7 +42,10 @@ def test_the_sweep_is_checked_before_packing_and_katib_runs_before_training(ir):
     }
     tail = spec["components"]["comp-evaluate-and-deploy"]["dag"]["tasks"]
     assert sorted(tail) == ["condition-1", "evaluate"]
-    assert list(spec["components"]["comp-condition-1"]["dag"]["tasks"]) == ["condition-branches-2"]
+    assert list(spec["components"]["comp-condition-1"]["dag"]["tasks"]) == [
+        "condition-2",  # no registry: deploy
+        "condition-3",  # a registry: register-model, deploy
+    ]
 
 
 def test_validate_sweep_takes_the_sweep_set_and_fails_on_a_bad_one(ir):
