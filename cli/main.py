@@ -1,8 +1,8 @@
-"""The ``fmnist`` command: run, serve, compile, render, sweep, submit and schedule the pipeline.
+"""The ``fmnist`` command: run, serve, compile, render, sweep, submit, schedule; ``models``.
 
-Each subcommand lives in ``cli/commands/<name>.py`` and exposes
-``register(subparsers)``, which adds its parser and sets ``handler`` to a function
-``handler(args) -> int``.
+``models`` lists, shows and deploys the model versions a pipeline registered. Each
+subcommand lives in ``cli/commands/<name>.py`` and exposes ``register(subparsers)``, which
+adds its parser and sets ``handler`` to a function ``handler(args) -> int``.
 """
 
 from __future__ import annotations
