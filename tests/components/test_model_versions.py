@@ -244,3 +244,15 @@ def test_a_registry_that_does_not_answer_fails_in_one_line_and_publishes_nothing
     assert "\n" not in str(error.value)
     assert not (tmp_path / "store").exists()
     assert (path / "model.pt").read_bytes() == b"weights of one"  # the model stays
+
+
+def test_a_roll_back_that_never_serves_is_one_line_and_exit_1(tape, tmp_path, cluster, capsys):
+    name = tape.substitutions["model"]
+    register(tape, model_dir(tmp_path, "run-1", 0.9), "run-1", "cluster")
+    cluster.custom.statuses["inferenceservices"] = [{}]  # never Ready
+    cluster.apps.deployments = [[]]
+    capsys.readouterr()
+    argv = ["models", "deploy", "run-1", "--model-registry", tape.address, "--model-name", name]
+    code, _, err = fmnist(capsys, *argv, "--serving-timeout-seconds", "1")
+    assert (code, err.count("\n")) == (1, 1), err
+    assert err.startswith(f"fmnist models deploy: InferenceService {NAMESPACE}/{name} ")
