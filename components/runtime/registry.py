@@ -64,11 +64,6 @@ class Version:
         """The test accuracy recorded at registration."""
         return self.properties.get("accuracy")
 
-    @property
-    def run_id(self) -> str:
-        """The pipeline run that made it."""
-        return str(self.properties.get("kfp_run_id", ""))
-
 
 def _created(milliseconds: str | None) -> datetime:
     return datetime.fromtimestamp(int(milliseconds or 0) / 1000, tz=timezone.utc)
