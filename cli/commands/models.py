@@ -98,7 +98,7 @@ def list_versions(args: argparse.Namespace) -> int:
     registry = _connect(serving)
     try:
         versions = registry.versions(serving.model_name)
-        served = registry.served_version_id(namespace, serving.model_name)
+        served = registry.served(namespace, serving.model_name)
     except RegistryError as error:
         raise UsageError(str(error)) from None
     rows = [("", "VERSION", "ID", "ACCURACY", "LOSS", "REGISTERED (UTC)")]
@@ -106,7 +106,7 @@ def list_versions(args: argparse.Namespace) -> int:
         loss = version.properties.get("loss")
         rows.append(
             (
-                SERVED_MARK if version.id == served else "",
+                SERVED_MARK if served and version.id == served.version_id else "",
                 version.name,
                 version.id,
                 "-" if version.accuracy is None else f"{version.accuracy:.4f}",
@@ -120,7 +120,8 @@ def list_versions(args: argparse.Namespace) -> int:
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
     if served:
-        print(f"{SERVED_MARK} served by InferenceService {namespace}/{serving.model_name}")
+        where = f" at {served.url}" if served.url else ""
+        print(f"{SERVED_MARK} served by InferenceService {namespace}/{serving.model_name}{where}")
     return 0
 
 
@@ -132,14 +133,14 @@ def show_version(args: argparse.Namespace) -> int:
     registry = _connect(serving)
     try:
         version = registry.version(serving.model_name, args.version)
-        served = registry.served_version_id(_namespace(args), serving.model_name)
+        served = registry.served(_namespace(args), serving.model_name)
     except RegistryError as error:
         raise UsageError(str(error)) from None
     print(f"model       {serving.model_name} (id {version.registered_model_id})")
     print(f"version     {version.name} (id {version.id})")
     print(f"registered  {version.created:%Y-%m-%d %H:%M:%S} UTC")
     print(f"uri         {version.uri}")
-    print(f"served      {'yes' if version.id == served else 'no'}")
+    print(f"served      {'yes' if served and version.id == served.version_id else 'no'}")
     for name, value in sorted(version.properties.items()):
         print(f"{name:<11} {value}")
     return 0

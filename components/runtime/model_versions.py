@@ -50,7 +50,7 @@ def deploy_registered(
     """Serve version ``version_name`` of ``serving.model_name`` from the registry; its URL.
 
     The InferenceService serves the version's URI and carries the registry's ids; the
-    registry records which version the service now serves.
+    registry records which version the service now serves, and at which URL.
     """
     from components.runtime.kserve import serve_uri
     from components.runtime.kube import KubeClient, current_namespace
@@ -69,7 +69,9 @@ def deploy_registered(
     record = registry.record_serving(version, namespace, serving.model_name)
     metadata = serving_metadata(version, record, registry.address)
     print(f"serving {serving.model_name} version {version.name} (id {version.id})", flush=True)
-    return serve_uri(serving, version.uri, kube, namespace, metadata)
+    url = serve_uri(serving, version.uri, kube, namespace, metadata)
+    registry.record_url(record, url)
+    return url
 
 
 def check_registered_locally(serving: Serving, version_name: str, dataset_dir: str) -> str:

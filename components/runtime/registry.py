@@ -44,6 +44,14 @@ RECIPE_KEYS = (
 )
 
 
+@dataclass(frozen=True)
+class Served:
+    """The version an InferenceService serves, by the registry's record, and its URL."""
+
+    version_id: str
+    url: str
+
+
 class RegistryError(RuntimeError):
     """The registry cannot be reached, or does not hold what was asked for (one line)."""
 
@@ -256,14 +264,29 @@ class Registry:
             )
             return record.id
 
-    def served_version_id(self, namespace: str, service: str) -> str | None:
-        """The id of the version the record of ``namespace/service`` serves, if any."""
+    def record_url(self, record_id: str, url: str) -> None:
+        """Write the service's URL into its record's ``url`` property, as the controller does."""
+        self._run(
+            lambda: self.client.async_runner(self._url(record_id, url)),
+            f"recording the URL of record {record_id}",
+        )
+
+    async def _url(self, record_id: str, url: str) -> None:
+        from mr_openapi import InferenceServiceUpdate, MetadataStringValue, MetadataValue
+
+        value = MetadataStringValue(string_value=url, metadataType="MetadataStringValue")
+        update = InferenceServiceUpdate(custom_properties={"url": MetadataValue(value)})
+        async with self.client._api.get_client() as api:
+            await api.update_inference_service(record_id, update)
+
+    def served(self, namespace: str, service: str) -> Served | None:
+        """What the record of ``namespace/service`` says it serves, if there is one."""
         return self._run(
             lambda: self.client.async_runner(self._served(namespace, service)),
             f"looking up what {namespace}/{service} serves",
         )
 
-    async def _served(self, namespace: str, service: str) -> str | None:
+    async def _served(self, namespace: str, service: str) -> Served | None:
         from mr_openapi.exceptions import NotFoundException
 
         async with self.client._api.get_client() as api:
@@ -274,7 +297,9 @@ class Registry:
                 )
             except NotFoundException:
                 return None
-            return record.model_version_id
+        url = (record.custom_properties or {}).get("url")
+        url = url.actual_instance.string_value if url else ""
+        return Served(record.model_version_id, url)
 
 
 def serving_metadata(version: Version, record_id: str, address: str) -> tuple[dict, dict]:

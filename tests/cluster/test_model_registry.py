@@ -189,7 +189,8 @@ def test_models_deploy_rolls_the_predictor_back_to_the_first_version(
         ).stdout
     )  # fmt: skip
     assert isvc["metadata"]["labels"][MODEL_VERSION_LABEL] == first.id
-    assert registry.served_version_id(namespace, MODEL_NAME) == first.id
+    served = registry.served(namespace, MODEL_NAME)
+    assert (served.version_id, served.url) == (first.id, isvc["status"]["url"])
     (pod,) = [
         p
         for p in pods_of(core, namespace, f"{kserve.ISVC_LABEL}={MODEL_NAME}")

@@ -220,6 +220,9 @@ def test_deploy_serves_the_registered_version_and_models_deploy_rolls_back(
     )
     marked = [line.split()[1] for line in out.splitlines() if line.startswith("*  ")]
     assert marked == ["run-1"]
+    assert out.splitlines()[-1] == (
+        f"* served by InferenceService {NAMESPACE}/{name} at {ISVC_URL}"  # the record's url
+    )
 
 
 def test_a_registry_that_does_not_answer_fails_in_one_line_and_publishes_nothing(
