@@ -14,6 +14,7 @@ error (exit 2), and nothing is changed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -75,11 +76,13 @@ def serving_from(args: argparse.Namespace) -> Serving:
     return set_from_args(args, Serving, model_registry=registry_address(args))
 
 
-def _connect(serving: Serving):
-    from components.runtime.registry import Registry, RegistryError
+@contextlib.contextmanager
+def registry_errors():
+    """The registry's one-line errors (unreachable, unknown model or version) as usage errors."""
+    from components.runtime.registry import RegistryError
 
     try:
-        return Registry(serving.model_registry)
+        yield
     except RegistryError as error:
         raise UsageError(str(error)) from None
 
@@ -92,15 +95,13 @@ def _namespace(args: argparse.Namespace) -> str:
 
 def list_versions(args: argparse.Namespace) -> int:
     """Print a table of the versions; the served one is marked."""
-    from components.runtime.registry import RegistryError
+    from components.runtime.registry import Registry
 
     serving, namespace = serving_from(args), _namespace(args)
-    registry = _connect(serving)
-    try:
+    with registry_errors():
+        registry = Registry(serving.model_registry)
         versions = registry.versions(serving.model_name)
         served = registry.served(namespace, serving.model_name)
-    except RegistryError as error:
-        raise UsageError(str(error)) from None
     rows = [("", "VERSION", "ID", "ACCURACY", "LOSS", "REGISTERED (UTC)")]
     for version in versions:
         loss = version.properties.get("loss")
@@ -127,15 +128,13 @@ def list_versions(args: argparse.Namespace) -> int:
 
 def show_version(args: argparse.Namespace) -> int:
     """Print one version's URI, properties and whether it is served."""
-    from components.runtime.registry import RegistryError
+    from components.runtime.registry import Registry
 
     serving = serving_from(args)
-    registry = _connect(serving)
-    try:
+    with registry_errors():
+        registry = Registry(serving.model_registry)
         version = registry.version(serving.model_name, args.version)
         served = registry.served(_namespace(args), serving.model_name)
-    except RegistryError as error:
-        raise UsageError(str(error)) from None
     print(f"model       {serving.model_name} (id {version.registered_model_id})")
     print(f"version     {version.name} (id {version.id})")
     print(f"registered  {version.created:%Y-%m-%d %H:%M:%S} UTC")
@@ -151,15 +150,12 @@ def deploy_version(args: argparse.Namespace) -> int:
     from components.runtime.kserve import DeployFailed
     from components.runtime.kube import CONNECT_ONCE, KubeClient
     from components.runtime.model_versions import deploy_registered
-    from components.runtime.registry import RegistryError
 
     serving = serving_from(args)
     try:
-        with kubernetes_errors(missing="KServe"):
+        with registry_errors(), kubernetes_errors(missing="KServe"):
             kube = KubeClient.connect(CONNECT_ONCE)
             url = deploy_registered(serving, args.version, kube, _namespace(args))
-    except RegistryError as error:
-        raise UsageError(str(error)) from None
     except (DeployFailed, TimeoutError) as error:
         print(f"fmnist models deploy: {str(error).splitlines()[0]}", file=sys.stderr)
         return 1

@@ -166,11 +166,13 @@ class Registry:
             lambda: self.client.get_model_version(model_name, version_name),
             f"looking up {model_name} {version_name}",
         )
-        if version is None:
-            return None
+        return None if version is None else self._with_artifact(model_name, version)
+
+    def _with_artifact(self, model_name: str, version) -> Version:
+        """A client ModelVersion as a Version, with its artifact's URI."""
         artifact = self._run(
-            lambda: self.client.get_model_artifact(model_name, version_name),
-            f"reading the artifact of {model_name} {version_name}",
+            lambda: self.client.get_model_artifact(model_name, version.name),
+            f"reading the artifact of {model_name} {version.name}",
         )
         return Version(
             id=version.id,
@@ -200,8 +202,8 @@ class Registry:
             lambda: list(self.client.get_model_versions(model_name)),
             f"listing the versions of {model_name}",
         )
-        found = [self.find(model_name, version.name) for version in pages]
-        return sorted((version for version in found if version), key=lambda v: v.created)
+        found = [self._with_artifact(model_name, version) for version in pages]
+        return sorted(found, key=lambda version: version.created)
 
     def _model(self, model_name: str):
         return self._run(
@@ -226,21 +228,14 @@ class Registry:
             InferenceServiceUpdate,
             ServingEnvironmentCreate,
         )
-        from mr_openapi.exceptions import NotFoundException
 
-        # The client's own connection (model-registry 0.3.x keeps it in ``_api``).
         async with self.client._api.get_client() as api:
-            try:
-                environment = await api.find_serving_environment(name=namespace)
-            except NotFoundException:
+            environment, record = await _serving_record(api, namespace, service)
+            if environment is None:
                 environment = await api.create_serving_environment(
                     ServingEnvironmentCreate(name=namespace)
                 )
-            try:
-                record = await api.find_inference_service(
-                    name=service, parent_resource_id=environment.id
-                )
-            except NotFoundException:
+            if record is None:
                 await api.create_inference_service(
                     InferenceServiceCreate(
                         name=service,
@@ -252,9 +247,7 @@ class Registry:
                 )
                 # The client reads only a 200 answer, and the server answers 201 Created
                 # (model-registry 0.3.11's response map; server v0.3.8): look it up.
-                record = await api.find_inference_service(
-                    name=service, parent_resource_id=environment.id
-                )
+                _, record = await _serving_record(api, namespace, service)
                 return record.id
             await api.update_inference_service(
                 record.id,
@@ -287,19 +280,32 @@ class Registry:
         )
 
     async def _served(self, namespace: str, service: str) -> Served | None:
-        from mr_openapi.exceptions import NotFoundException
-
         async with self.client._api.get_client() as api:
-            try:
-                environment = await api.find_serving_environment(name=namespace)
-                record = await api.find_inference_service(
-                    name=service, parent_resource_id=environment.id
-                )
-            except NotFoundException:
-                return None
+            _, record = await _serving_record(api, namespace, service)
+        if record is None:
+            return None
         url = (record.custom_properties or {}).get("url")
         url = url.actual_instance.string_value if url else ""
         return Served(record.model_version_id, url)
+
+
+async def _serving_record(api, namespace: str, service: str) -> tuple:
+    """(the namespace's ServingEnvironment, the service's record in it); None where missing.
+
+    ``api`` is the client's own connection (model-registry 0.3.x keeps it in ``_api``).
+    """
+    from mr_openapi.exceptions import NotFoundException
+
+    try:
+        environment = await api.find_serving_environment(name=namespace)
+    except NotFoundException:
+        return None, None
+    try:
+        return environment, await api.find_inference_service(
+            name=service, parent_resource_id=environment.id
+        )
+    except NotFoundException:
+        return environment, None
 
 
 def serving_metadata(version: Version, record_id: str, address: str) -> tuple[dict, dict]:

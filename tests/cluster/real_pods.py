@@ -21,6 +21,10 @@ from pathlib import Path
 
 import kubernetes
 import pytest
+import requests
+
+from components.runtime.kserve import ISVC_LABEL
+from serving.defaults import HTTP_PORT
 
 HARNESS = Path(__file__).resolve().parents[2] / "tools" / "controlplane"
 
@@ -80,6 +84,27 @@ def bind_workspace(core, namespace: str, name: str = "workspace", timeout: float
 def pods_of(core, namespace: str, selector: str = "") -> list:
     """The namespace's pods (matching ``selector``)."""
     return core.list_namespaced_pod(namespace, label_selector=selector).items
+
+
+def running_predictor(core, namespace: str, model: str):
+    """The InferenceService's one predictor pod that runs and is not going away."""
+    (pod,) = [
+        p
+        for p in pods_of(core, namespace, f"{ISVC_LABEL}={model}")
+        if p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+    ]
+    return pod
+
+
+def v1_predictions(pod, model: str, images) -> list[dict]:
+    """The predictor pod's v1 answer for ``images`` (uint8 [N, 28, 28])."""
+    answer = requests.post(
+        f"http://{pod.status.pod_ip}:{HTTP_PORT}/v1/models/{model}:predict",
+        json={"instances": [image.tolist() for image in images]},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()["predictions"]
 
 
 def pod_log(core, namespace: str, pod: str, container: str | None = None) -> str:

@@ -33,10 +33,8 @@ import time
 
 import numpy as np
 import pytest
-import requests
 from cluster_helpers import wait_for
 from kfp_helpers import (
-    ISVC_LABEL,
     KFP_NAMESPACE,
     MODEL_NAME,
     SLICE,
@@ -44,7 +42,7 @@ from kfp_helpers import (
     run_pipeline,
     workflow_of_run,
 )
-from real_pods import PodRecorder, harness_node, pods_of
+from real_pods import PodRecorder, harness_node, pods_of, running_predictor, v1_predictions
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kfp]
 
@@ -52,7 +50,6 @@ JOB_PODS = {  # label selectors of a training job's pods
     "pytorchjob": "training.kubeflow.org/job-name",
     "trainjob": "jobset.sigs.k8s.io/jobset-name",
 }
-PREDICTOR_PORT = 8080
 
 
 def steps_of(kfp_client, run_id: str) -> dict[str, object]:
@@ -117,22 +114,11 @@ def object_of(kfp_object_store, uri: str) -> bytes:
 def check_served(core, run_id: str, known_images) -> float:
     """The run's predictor pod answers v1 requests from the run's model; returns its accuracy."""
     images, labels = known_images
-    pods = [
-        p
-        for p in pods_of(core, KFP_NAMESPACE, f"{ISVC_LABEL}={MODEL_NAME}")
-        if p.metadata.deletion_timestamp is None and p.status.phase == "Running"
-    ]
-    (pod,) = pods
+    pod = running_predictor(core, KFP_NAMESPACE, MODEL_NAME)
     assert pod.spec.node_name in harness_node().NAMES
     (mount,) = [m for m in pod.spec.containers[0].volume_mounts if m.mount_path == "/mnt/models"]
     assert mount.sub_path == f"{MODEL_NAME}/{run_id}"  # this run's model, not a previous one's
-    answer = requests.post(
-        f"http://{pod.status.pod_ip}:{PREDICTOR_PORT}/v1/models/{MODEL_NAME}:predict",
-        json={"instances": [image.tolist() for image in images]},
-        timeout=60,
-    )
-    assert answer.status_code == 200, answer.text
-    predicted = np.array([p["label"] for p in answer.json()["predictions"]])
+    predicted = np.array([p["label"] for p in v1_predictions(pod, MODEL_NAME, images)])
     return float((predicted == labels).mean())
 
 

@@ -34,10 +34,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import requests
 from kfp import dsl
 from kfp.dsl import Metrics, Model
-from real_pods import bind_workspace, pods_of, real_namespace  # noqa: F401
+from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespace``)
+    bind_workspace,
+    real_namespace,
+    running_predictor,
+    v1_predictions,
+)
 from test_real_components import (  # noqa: F401  (pipeline_spec: the compiled pipeline)
     PIPELINE_ROOT,
     executor_input,
@@ -56,7 +60,7 @@ from components.specs import pods
 from components.specs.params import Serving
 from components.steps.deploy import deploy
 from components.steps.register import register_model
-from serving.defaults import HTTP_PORT, MODEL_NAME
+from serving.defaults import MODEL_NAME
 
 pytestmark = [pytest.mark.cluster, pytest.mark.model_registry]
 BUILD = Path(__file__).resolve().parents[2] / "build" / "cluster"
@@ -191,18 +195,9 @@ def test_models_deploy_rolls_the_predictor_back_to_the_first_version(
     assert isvc["metadata"]["labels"][MODEL_VERSION_LABEL] == first.id
     served = registry.served(namespace, MODEL_NAME)
     assert (served.version_id, served.url) == (first.id, isvc["status"]["url"])
-    (pod,) = [
-        p
-        for p in pods_of(core, namespace, f"{kserve.ISVC_LABEL}={MODEL_NAME}")
-        if p.metadata.deletion_timestamp is None and p.status.phase == "Running"
-    ]
-    answer = requests.post(
-        f"http://{pod.status.pod_ip}:{HTTP_PORT}/v1/models/{MODEL_NAME}:predict",
-        json={"instances": [image.tolist() for image in images]},
-        timeout=60,
-    )
-    assert answer.status_code == 200, answer.text
-    got = np.array([p["probabilities"] for p in answer.json()["predictions"]])
+    pod = running_predictor(core, namespace, MODEL_NAME)
+    predictions = v1_predictions(pod, MODEL_NAME, images)
+    got = np.array([p["probabilities"] for p in predictions])
     np.testing.assert_allclose(got, local_probabilities(models["run-a"], images), atol=1e-4)
     second = local_probabilities(models["run-b"], images)
     assert not np.allclose(got, second, atol=1e-3)  # not the model it replaced
