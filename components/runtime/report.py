@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def markdown_report(result: Evaluation, training: dict, facts: RunFacts | None =
     if facts is not None:
         lines += [f"**Gate.** {gate_sentence(result.accuracy, facts.min_accuracy)}", ""]
         lines += ["## Run", "", "| | |", "|---|---|"]
-        lines += [f"| {name} | {value} |" for name, value in run_rows(facts, training)]
+        lines += [f"| {name} | {_literal(value)} |" for name, value in run_rows(facts, training)]
         lines.append("")
     lines += [
         "## Per-class accuracy",
@@ -97,6 +98,15 @@ def markdown_report(result: Evaluation, training: dict, facts: RunFacts | None =
         )
     lines += ["", "## Training curve", ""] + _curve_table(training.get("history", []))
     return "\n".join(lines) + "\n"
+
+
+def _literal(text: str) -> str:
+    """``text`` shown as written: Markdown's emphasis, code and table characters escaped.
+
+    The KFP UI renders the report with markdown-to-jsx, where ``batch_size=128, ...,
+    weight_decay=`` was emphasis, and the underscores were lost.
+    """
+    return re.sub(r"([\\`*_|\[\]<>])", r"\\\1", text)
 
 
 def _mistaken(result: Evaluation, index: int) -> str:

@@ -116,6 +116,21 @@ def test_evaluate_writes_a_self_contained_html_report_with_both_charts(evaluated
         assert name in page
 
 
+def test_the_markdown_run_rows_keep_underscores_and_pipes_as_written():
+    """The KFP UI renders the report with markdown-to-jsx: ``batch_size=128, ...,
+    weight_decay=`` in a table cell was emphasis there, shown as "batchsize ... weightdecay"
+    (seen in KFP 2.15.0's UI). Each run row's value is escaped, so it reads as written."""
+    config = {"batch_size": 128, "weight_decay": 0.0001, "label_smoothing": 0.05}
+    facts = RunFacts("2026-12-03 17:29 UTC", None, "pvc://my_models/m|1", {}, 0.5)
+    result = Evaluation(0.9, 0.3, np.eye(10, dtype=int), list(CLASS_NAMES))
+    report = markdown_report(result, {"config": config}, facts)
+    (parameters,) = [line for line in report.splitlines() if line.startswith("| parameters |")]
+    assert parameters == (
+        r"| parameters | batch\_size=128, weight\_decay=0.0001, label\_smoothing=0.05 |"
+    )
+    assert r"| model | pvc://my\_models/m\|1 |" in report.splitlines()
+
+
 def test_the_markdown_curve_bars_show_the_differences():
     """83% and 92% must not draw bars of nearly the same length (they did: 17 and 18)."""
     history = [
