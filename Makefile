@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-soak mutants test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp test-model-registry test-karmada
+.PHONY: run test test-soak mutants test-gpu lint format compile images clean cluster-up cluster-down test-cluster test-kfp test-model-registry test-kfp-ui test-karmada
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -78,12 +78,16 @@ cluster-down: $(STAMP)  ## stop everything cluster-up started
 
 test-cluster: $(STAMP)  ## cluster-up, the `cluster` tests, then Karmada's; cluster-down (also when they fail)
 	$(CLUSTER) up --trainer $(TRAINER) --kserve $(KSERVE) && \
-	  $(PY) -m pytest -m "cluster and not kfp and not karmada and not model_registry" tests/cluster $(PYTEST_ARGS) && \
+	  $(PY) -m pytest -m "cluster and not kfp and not karmada and not model_registry and not kfp_ui" tests/cluster $(PYTEST_ARGS) && \
 	  $(CLUSTER) karmada && $(PY) -m pytest -m karmada tests/cluster $(PYTEST_ARGS); \
 	  status=$$?; $(CLUSTER) down; exit $$status
 
 test-kfp: $(STAMP)  ## the `kfp` tests, against a KFP backend attached to a running cluster
 	$(PY) -m pytest -m kfp tests/cluster $(PYTEST_ARGS)
+
+test-kfp-ui: $(STAMP)  ## the `kfp_ui` tests: the KFP UI in a browser, attached by hand beside the KFP backend
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[ui]'
+	$(PY) -m pytest -m kfp_ui tests/cluster $(PYTEST_ARGS)
 
 test-model-registry: $(STAMP)  ## the `model_registry` tests, against a Model Registry attached to a running cluster
 	$(PY) -m pytest -m model_registry tests/cluster $(PYTEST_ARGS)

@@ -417,7 +417,12 @@ def kfp_object_store(kfp_host):
 
 @pytest.fixture
 def no_earlier_predictor(custom, core):
-    """No InferenceService of an earlier run in a KFP namespace, nor its predictor pod.
+    """No InferenceService of an earlier run in a KFP namespace, nor its predictor pod."""
+    remove_earlier_predictors(custom, core)
+
+
+def remove_earlier_predictors(custom, core) -> None:
+    """Delete the InferenceService of an earlier run in each KFP namespace; wait for its pods.
 
     Its 1 CPU would leave a run's Worker unschedulable on the real nodes' CPUs (seen: rank
     0 waited at the rendezvous until the step's timeout). A cluster with room needs nothing.
