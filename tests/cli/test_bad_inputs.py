@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -212,7 +213,10 @@ BAD_INPUTS = [
     (["fmnist", "serve", "{missing}"], "{missing}: no such run or model directory"),
     (["fmnist", "serve", "{file}"], "{file} is not a directory"),
     (["fmnist", "serve", "{empty_dir}"], "neither a model directory (model.pt, model.json)"),
-    (["fmnist", "serve", "{broken_model}"], "{broken_model}/model.json: malformed model card"),
+    (  # a free port: `fmnist serve` checks its port first, and 8080 is often taken
+        ["fmnist", "serve", "{broken_model}", "--port", "{free_port}"],
+        "{broken_model}/model.json: malformed model card",
+    ),
     (["fmnist", "serve", "{broken_model}", "--port", "0"], "--port must be 1..65535, got 0"),
     (["fmnist", "serve", "{broken_model}", "--port", "http"], "argument --port: invalid int"),
     (["fmnist", "run", "--gpus-per-worker", "1", "--run-dir", "{missing}"], NO_GPUS),
@@ -292,7 +296,15 @@ def placeholders(tmp_path) -> dict[str, str]:
         "file": str(regular),
         "missing": str(tmp_path / "missing.yaml"),
         "kubeconfig_refused": str(refused),
+        "free_port": str(_free_port()),
     }
+
+
+def _free_port() -> int:
+    """A port nothing listens on now (the kernel's pick for port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        return probe.getsockname()[1]
 
 
 def _run(argv: list[str], env: dict[str, str], capsys, monkeypatch) -> tuple[int, str]:
