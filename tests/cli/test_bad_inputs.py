@@ -14,13 +14,13 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 
 from cli.main import main
+from components.runtime.ports import free_port
 
 ENV_SETTING = re.compile(r"^[A-Z_]+=")
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port
@@ -296,15 +296,8 @@ def placeholders(tmp_path) -> dict[str, str]:
         "file": str(regular),
         "missing": str(tmp_path / "missing.yaml"),
         "kubeconfig_refused": str(refused),
-        "free_port": str(_free_port()),
+        "free_port": str(free_port()),
     }
-
-
-def _free_port() -> int:
-    """A port nothing listens on now (the kernel's pick for port 0)."""
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", 0))
-        return probe.getsockname()[1]
 
 
 def _run(argv: list[str], env: dict[str, str], capsys, monkeypatch) -> tuple[int, str]:

@@ -117,7 +117,10 @@ def wait_for_text(locator, pattern: str, timeout: float = 60) -> str:
     raise AssertionError(f"no {pattern!r} within {timeout:.0f} s in:\n{text[-3000:]}")
 
 
-def run_id_of(page, timeout: float = 60) -> str:
-    """The run the UI opened after "Start": the id in ``#/runs/details/<id>``."""
-    page.wait_for_function("location.hash.includes('/runs/details/')", timeout=timeout * 1000)
+def opened_id(page, route: str, timeout: float = 60) -> str:
+    """The id of what the UI opened next at ``route``: ``<id>`` in ``#/<route>/<id>``.
+
+    After "Start" the UI opens ``runs/details`` or ``recurringrun/details``.
+    """
+    page.wait_for_function(f"location.hash.includes('/{route}/')", timeout=timeout * 1000)
     return page.evaluate("location.hash").rsplit("/", 1)[1]

@@ -51,6 +51,8 @@ from kfp_helpers import (
     workflows,
 )
 
+from components.runtime.ports import free_port
+
 pytestmark = [pytest.mark.cluster, pytest.mark.kfp]
 
 RELEASE = "2.15.0"
@@ -378,7 +380,7 @@ def test_bad_input_gets_one_clear_line(kfp_host, kfp_client, custom, cluster_sta
         "Error: Internal error: workspace PVC spec must specify storageClassName"
     )
 
-    port = _closed_port()
+    port = free_port()  # nothing listens there
     line = one_line_error(*fmnist("submit", "--host", f"http://127.0.0.1:{port}"))
     assert f"cannot reach Kubeflow Pipelines at http://127.0.0.1:{port}: " in line
 
@@ -405,14 +407,6 @@ def _server_refusal(kfp_client, pipeline: str, params: dict) -> str:
         )
     assert refused.value.status == 400
     return json.loads(refused.value.body)["message"].splitlines()[0]
-
-
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_an_older_backend_runs_the_pvc_variant(kfp_legacy_host, custom, core, no_earlier_predictor):

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -44,6 +42,7 @@ from kfp_helpers import (
     KFP_NAMESPACE,
     SLICE,
     STORAGE_CLASS,
+    fmnist,
     run_pipeline,
     stop_run,
 )
@@ -54,7 +53,7 @@ from kfp_ui import (
     graph_nodes,
     open_node,
     open_page,
-    run_id_of,
+    opened_id,
     screenshot,
     side_panel,
     steps,
@@ -98,19 +97,18 @@ def browser():
 @pytest.fixture(scope="module")
 def compiled() -> dict:
     """build/pipelines/fashion-mnist.yaml as users compile it, for the real nodes' storage."""
-    fmnist = str(Path(sys.executable).with_name("fmnist"))
-    argv = [fmnist, "compile", "fashion-mnist", "--variant", "workspace"]
-    done = subprocess.run(
-        [*argv, "--workspace-storage-class", STORAGE_CLASS], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    code, _, err = fmnist(
+        "compile", "fashion-mnist", "--variant", "workspace",
+        "--workspace-storage-class", STORAGE_CLASS,
+    )  # fmt: skip
+    assert code == 0, err
     pipeline_spec, *_platform_spec = yaml.safe_load_all(PIPELINE_YAML.read_text())
     return pipeline_spec
 
 
 @pytest.fixture(scope="module")
-def uploaded(kfp_ui, browser, compiled) -> dict:
-    """The pipeline uploaded through the UI's "Upload pipeline" page: name, page URL."""
+def uploaded(kfp_ui, browser, compiled) -> str:
+    """The pipeline uploaded through the UI's "Upload pipeline" page: its page's URL."""
     name = f"ui-fashion-mnist-{uuid.uuid4().hex[:6]}"
     page = open_page(browser, f"{kfp_ui}/#/pipelines")
     page.get_by_role("button", name="Upload pipeline").click()
@@ -123,7 +121,7 @@ def uploaded(kfp_ui, browser, compiled) -> dict:
     page.wait_for_function("location.hash.includes('/pipelines/details/')")
     url = page.url
     page.context.close()
-    return {"name": name, "url": url}
+    return url
 
 
 def tasks_of(spec: dict, dag: dict) -> dict[str, dict]:
@@ -151,9 +149,9 @@ def choose_experiment(page, name: str = "Default") -> None:
     page.locator("#useExperimentBtn").click()
 
 
-def start_run_from_ui(browser, uploaded: dict, params: dict, recurring: bool = False):
+def start_run_from_ui(browser, uploaded: str, params: dict, recurring: bool = False):
     """The pipeline's "Create run" page, filled and started; returns the page after Start."""
-    page = open_page(browser, uploaded["url"])
+    page = open_page(browser, uploaded)
     page.get_by_role("button", name="Create run").click()
     page.get_by_text("Run parameters").wait_for()
     choose_experiment(page)
@@ -174,7 +172,7 @@ def ui_run(kfp_ui, browser, uploaded, kfp_client, custom, core) -> str:
     """A run created in the UI on a slice, with CHANGED; its id once it has ended."""
     remove_earlier_predictors(custom, core)
     page = start_run_from_ui(browser, uploaded, SLICE | CHANGED)
-    run_id = run_id_of(page)
+    run_id = opened_id(page, "runs/details")
     page.context.close()
     kfp_client.wait_for_run_completion(run_id, timeout=1200)
     return run_id
@@ -199,7 +197,7 @@ def run_page(browser, kfp_ui: str, run_id: str):
 def test_the_uploaded_pipeline_shows_every_step_and_its_parameters_with_defaults(
     kfp_ui, browser, uploaded, compiled
 ):
-    page = open_page(browser, uploaded["url"])
+    page = open_page(browser, uploaded)
     root = tasks_of(compiled, compiled["root"]["dag"])
     assert set(steps(graph_nodes(page))) == set(root)
     screenshot(page, "kfp-ui-pipeline-graph")
@@ -332,8 +330,7 @@ def test_a_recurring_run_created_in_the_ui_starts_a_run(
     kfp_ui, browser, uploaded, kfp_client, custom, no_earlier_predictor
 ):
     page = start_run_from_ui(browser, uploaded, SLICE, recurring=True)
-    page.wait_for_function("location.hash.includes('/recurringrun/details/')", timeout=60_000)
-    recurring_id = page.evaluate("location.hash").rsplit("/", 1)[1]
+    recurring_id = opened_id(page, "recurringrun/details")
     trigger = wait_for_text(page.locator("body"), r"Max\. concurrent runs\s+1")
     assert re.search(r"Trigger\s+Every 1 minutes?", trigger, re.I), trigger
     screenshot(page, "kfp-ui-recurring-run")
