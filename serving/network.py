@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer.model import LeNet, normalize
+from trainer.model import LeNet, normalize, pool_2x2
 
 
 class ServingLeNet(nn.Module):
@@ -78,9 +78,3 @@ def convolve(layer: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     return F.conv2d(
         x, layer.weight, layer.bias, layer.stride, layer.padding, layer.dilation, layer.groups
     )
-
-
-def pool_2x2(x: torch.Tensor) -> torch.Tensor:
-    """``F.max_pool2d(x, 2)`` for even heights and widths (LeNet's maps are 24 and 8 wide)."""
-    x = torch.maximum(x[:, :, 0::2], x[:, :, 1::2])
-    return torch.maximum(x[:, :, :, 0::2], x[:, :, :, 1::2])

@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from serving.model_dir import load_served_model
-from serving.network import Normalising, ServingLeNet, pool_2x2, serving_network
-from trainer.model import normalize
+from serving.network import Normalising, ServingLeNet, serving_network
+from trainer.model import normalize, pool_2x2
 
 
 def test_pooling_is_max_pool2d():

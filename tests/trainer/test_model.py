@@ -87,3 +87,17 @@ def test_forward_is_the_articles_function_values_and_gradients(channels_last):
     torch.testing.assert_close(out, expected)
     for grad, expected_grad in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, expected_grad)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_evaluation_pools_differently_to_the_same_values(channels_last):
+    """Without gradients LeNet pools with strided maxima (cheaper on the CPU): same output."""
+    torch.manual_seed(0)
+    model = build_model().eval()
+    x = torch.randn(32, 1, 28, 28).round()  # rounded inputs make ties in the pooled maps
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        evaluated = model(x)
+    assert torch.equal(evaluated, model(x).detach())
