@@ -6,7 +6,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer.model import ModelCard, build_model, load_model_dir, normalize, save_model_dir
+from trainer.model import (
+    ModelCard,
+    build_model,
+    load_model_dir,
+    normalize,
+    pool_2x2,
+    save_model_dir,
+)
 
 
 def test_reference_network_shape_and_size():
@@ -87,6 +94,13 @@ def test_forward_is_the_articles_function_values_and_gradients(channels_last):
     torch.testing.assert_close(out, expected)
     for grad, expected_grad in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, expected_grad)
+
+
+def test_pooling_is_max_pool2d():
+    generator = torch.Generator().manual_seed(0)
+    for shape in ((3, 20, 24, 24), (2, 50, 8, 8)):
+        maps = torch.randn(shape, generator=generator)
+        assert torch.equal(pool_2x2(maps), F.max_pool2d(maps, 2))
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
