@@ -123,7 +123,11 @@ class ShortcutModelServer(ModelServer):
         if loop == "uvloop":
             asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
         if self._rest_server is not None:
-            predictions = PredictShortcut(model_server.app, self.registered_models)
+            # uvicorn's set of request tasks: a request alone in it runs its pass at once.
+            tasks = self._rest_server._server.server_state.tasks
+            predictions = PredictShortcut(
+                model_server.app, self.registered_models, lambda: len(tasks)
+            )
             self._rest_server.config.app = Drain(predictions, self.drain_seconds)
         front = "on" if self._rest_server is not None else "off (--workers > 1)"
         kserve_logger.info("event loop: %s; REST prediction shortcut and drain: %s", loop, front)

@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,55 @@ def test_v2_predictions_equal_offline_model(
     values = np.array(probabilities["data"]).reshape(32, 10)
     np.testing.assert_allclose(values, offline_probabilities, atol=1e-5)
     np.testing.assert_allclose(values.sum(axis=1), 1.0, atol=1e-5)
+
+
+def forward_passes(server) -> tuple[float, float]:
+    """From /metrics: the REST shortcut's forward passes, and the requests they answered."""
+    metrics = server.get("/metrics").text
+    values = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("request_forward_pass_shared_by_") and MODEL_NAME in line
+    }
+    return (
+        values.get("request_forward_pass_shared_by_count", 0.0),
+        values.get("request_forward_pass_shared_by_sum", 0.0),
+    )
+
+
+def test_concurrent_requests_share_passes_and_each_gets_its_own_answer(
+    server, test_images, offline_probabilities
+):
+    """8 clients at once, each asking about its own image 25 times (v1 and v2 alternating).
+
+    Every answer must be its image's; some passes must have served several requests,
+    and one client alone gets one pass per request.
+    """
+    before = forward_passes(server)
+
+    def client(index: int) -> list[list[float]]:
+        got = []
+        for round_index in range(25):
+            if round_index % 2:
+                body = v2_request([1, 784], data=test_images[index].reshape(-1).tolist())
+                outputs = server.post(V2, json=body).json()["outputs"]
+                got.append(outputs[1]["data"])
+            else:
+                answer = server.post(V1, json={"instances": [test_images[index].tolist()]})
+                got.append(answer.json()["predictions"][0]["probabilities"])
+        return got
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(client, range(8)))
+    for index, got in enumerate(answers):
+        expected = np.broadcast_to(offline_probabilities[index], (25, 10))
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+    passes, requests = np.subtract(forward_passes(server), before)
+    assert requests == 200 and passes < requests
+    before = forward_passes(server)
+    for _ in range(10):
+        server.post(V1, json={"instances": [test_images[0].tolist()]})
+    assert tuple(np.subtract(forward_passes(server), before)) == (10, 10)
 
 
 def test_v2_requested_outputs(server, test_images, offline_probabilities):

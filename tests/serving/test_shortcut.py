@@ -53,6 +53,11 @@ def shortcut(model, kserve):
 
 def call(app, path: str, body: bytes, headers: dict, method="POST", chunks=1) -> list[dict]:
     """The ASGI messages ``app`` sends for one request whose body comes in ``chunks`` parts."""
+    return asyncio.run(exchange(app, path, body, headers, method, chunks))
+
+
+async def exchange(app, path: str, body: bytes, headers: dict, method="POST", chunks=1):
+    """:func:`call`, in the running event loop."""
     size = -(-len(body) // chunks) or 1
     parts = [body[start : start + size] for start in range(0, len(body), size)] or [b""]
     messages = [
@@ -69,7 +74,7 @@ def call(app, path: str, body: bytes, headers: dict, method="POST", chunks=1) ->
     async def send(message):
         sent.append(message)
 
-    asyncio.run(app(scope, receive, send))
+    await app(scope, receive, send)
     return sent
 
 
@@ -116,6 +121,36 @@ def test_v2_answer_is_kserves_rendering(
     assert [list(output) for output in got["outputs"]] == [list(o) for o in expected["outputs"]]
     values = np.reshape(got["outputs"][1]["data"], (3, 10))
     np.testing.assert_allclose(values, offline_probabilities[:3], rtol=1e-5, atol=1e-7)
+
+
+def test_requests_read_together_share_a_forward_pass(shortcut, model, test_images):
+    """A v1 and a v2 request ready in the same loop turn: one pass, each its own answer."""
+    v1 = orjson.dumps({"instances": test_images[:2].tolist()})
+    v2 = orjson.dumps(v2_body(test_images[2:5], id="r-3"))
+    alone = [answered(call(shortcut, V1, v1, {})), answered(call(shortcut, V2, v2, JSON))]
+    passes = count("request_forward_pass_shared_by")
+
+    async def together():
+        return await asyncio.gather(
+            exchange(shortcut, V1, v1, {}), exchange(shortcut, V2, v2, JSON)
+        )
+
+    shared = [json.loads(answered(sent)) for sent in asyncio.run(together())]
+    assert count("request_forward_pass_shared_by") == passes + 1
+    expected = [json.loads(body) for body in alone]
+    assert [p["label"] for p in shared[0]["predictions"]] == [
+        p["label"] for p in expected[0]["predictions"]
+    ]
+    np.testing.assert_allclose(
+        [p["probabilities"] for p in shared[0]["predictions"]],
+        [p["probabilities"] for p in expected[0]["predictions"]],
+        rtol=1e-5,
+        atol=1e-7,
+    )
+    assert shared[1]["id"] == "r-3" and shared[1]["outputs"][0] == expected[1]["outputs"][0]
+    np.testing.assert_allclose(
+        shared[1]["outputs"][1]["data"], expected[1]["outputs"][1]["data"], rtol=1e-5, atol=1e-7
+    )
 
 
 def test_v2_answer_without_an_id_gets_a_fresh_one(shortcut, test_images):
