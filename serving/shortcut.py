@@ -7,8 +7,9 @@ the network's forward pass (``docs/serving.md``, "Where a request's time goes").
 :class:`PredictShortcut` sits in front of that app and answers
 ``POST /v1/models/<name>:predict`` and ``POST /v2/models/<name>/infer`` itself when the
 request is plain JSON for a ready :class:`~serving.predictor.FashionMNISTModel`, with the
-same decoding, forward pass and answer as KServe's path, and KServe's metrics. Everything
-else (other routes, cloud events, the v2 binary extension, requested outputs,
+same decoding, network and answer as KServe's path, and KServe's metrics; requests it
+decodes in the same turn of the event loop share one forward pass (:mod:`serving.batching`).
+Everything else (other routes, cloud events, the v2 binary extension, requested outputs,
 parameters, and every request it would reject) goes to KServe's app with the body
 replayed, so errors, their status codes and log lines stay KServe's own.
 """

@@ -71,17 +71,20 @@ def offline_probabilities(trained_model_dir, test_images) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def model(trained_model_dir):
-    """A loaded predictor; torch's process-wide settings that load() changes are restored."""
+    """A loaded predictor; the process-wide settings that load() changes are restored."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     from serving.predictor import FashionMNISTModel, ServingConfig
 
     threads, onednn = torch.get_num_threads(), torch.backends.mkldnn.enabled
     tf32 = torch.backends.cudnn.allow_tf32
+    blas = threadpool_limits(limits=None)  # changes nothing; restores the BLAS threads after
     model = FashionMNISTModel("fashion-mnist", ServingConfig(str(trained_model_dir)))
     assert not model.ready
     assert model.load()
     assert model.ready
     yield model
+    blas.restore_original_limits()
     torch.set_num_threads(threads)
     torch.backends.mkldnn.enabled, torch.backends.cudnn.allow_tf32 = onednn, tf32
