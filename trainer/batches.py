@@ -14,6 +14,8 @@ from collections.abc import Iterator
 import torch
 from torch.utils.data import DistributedSampler
 
+from trainer.data import ONE_WAY_CLASSES
+
 
 def local_batch_size(global_batch: int, world_size: int) -> int:
     """Per-rank batch for a global batch (at least 1)."""
@@ -30,11 +32,26 @@ def epoch_plan(
     sampler: DistributedSampler,
     generator: torch.Generator | None,
     device: torch.device,
+    flippable: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """This rank's example order for the epoch and, if augmenting, whom to flip."""
+    """This rank's example order for the epoch and, if augmenting, whom to flip.
+
+    Each example is flipped with probability 1/2, except those that ``flippable`` (a bool
+    per example of the split, on the CPU) marks False.
+    """
     order = torch.tensor(list(sampler), dtype=torch.long)
-    flips = None if generator is None else torch.rand(len(order), generator=generator) < 0.5
-    return order.to(device), None if flips is None else flips.to(device)
+    if generator is None:
+        return order.to(device), None
+    flips = torch.rand(len(order), generator=generator) < 0.5
+    if flippable is not None:
+        flips &= flippable[order]
+    return order.to(device), flips.to(device)
+
+
+def flippable_examples(labels: torch.Tensor, class_names: list[str]) -> torch.Tensor:
+    """Per example: whether random flips may mirror it (it is not one of ONE_WAY_CLASSES)."""
+    one_way = torch.tensor([name in ONE_WAY_CLASSES for name in class_names])
+    return ~one_way[labels]
 
 
 def batch_slices(

@@ -44,7 +44,7 @@ class TrainConfig:
     scheduler: str = _flag("onecycle", "learning-rate schedule; onecycle steps every batch")
     weight_decay: float = _flag(1e-4, "L2 penalty (decoupled for AdamW)")
     label_smoothing: float = _flag(0.05, "cross-entropy label smoothing while training")
-    augment: bool = _flag(True, "random horizontal flips while training")
+    augment: bool = _flag(True, "random horizontal flips while training (never of shoes)")
     precision: str = _flag("auto", "autocast; auto: bf16 where the device computes it natively")
     seed: int = _flag(1, "seeds weights, shuffling and augmentation")
     device: str = _flag(

@@ -64,6 +64,8 @@ class Trainer:
         test = data.test.head(config.test_limit)
         shard = batches.test_shard(len(test), context.rank, context.world_size).numpy()
         self.train_x, self.train_y = _tensors(train.images, train.labels, self.stats, home)
+        labels = torch.tensor(train.labels, dtype=torch.long)
+        self.flippable = batches.flippable_examples(labels, self.class_names)
         self.test_x, self.test_y = _tensors(
             test.images[shard], test.labels[shard], self.stats, home
         )
@@ -131,7 +133,9 @@ class Trainer:
             generator = torch.Generator().manual_seed(
                 self.config.seed * 100_003 + epoch * 1_009 + self.context.rank
             )
-        order, flips = batches.epoch_plan(self.sampler, generator, self.train_x.device)
+        order, flips = batches.epoch_plan(
+            self.sampler, generator, self.train_x.device, self.flippable
+        )
         self.step.loss_sum.zero_()
         progress = Progress(self._log, epoch, len(self.train_y))
         steps = self.train_steps(order, flips, progress)

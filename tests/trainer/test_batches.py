@@ -5,7 +5,7 @@ from torch.utils.data import DistributedSampler
 
 from trainer import batches, train
 from trainer.config import TrainConfig
-from trainer.data import load_packed
+from trainer.data import CLASS_NAMES, ONE_WAY_CLASSES, load_packed
 from trainer.distributed import Context
 
 
@@ -84,3 +84,18 @@ def test_flips_mirror_about_half_deterministically():
     kept = out[:, 0, 10:18, :4].sum((1, 2)) == 32
     assert torch.equal(flipped, flips) and torch.equal(flipped, ~kept)
     assert 16 < int(flipped.sum()) < 48
+
+
+def test_shoes_are_never_flipped_and_the_rest_about_half():
+    """Sandals, sneakers and ankle boots face one way in FashionMNIST: flips skip them."""
+    labels = torch.arange(1000) % len(CLASS_NAMES)
+    flippable = batches.flippable_examples(labels, list(CLASS_NAMES))
+    assert [CLASS_NAMES[c] for c in range(10) if not flippable[c]] == list(ONE_WAY_CLASSES)
+    sampler = DistributedSampler(range(1000), num_replicas=2, rank=1, seed=0)
+    generator = torch.Generator().manual_seed(3)
+    order, flips = batches.epoch_plan(sampler, generator, torch.device("cpu"), flippable)
+    unmasked = batches.epoch_plan(sampler, torch.Generator().manual_seed(3), torch.device("cpu"))[1]
+    one_way = ~flippable[order]
+    assert not flips[one_way].any()
+    assert torch.equal(flips[~one_way], unmasked[~one_way])  # the same draws otherwise
+    assert 0.4 < flips[~one_way].float().mean() < 0.6
