@@ -141,7 +141,11 @@ def test_concurrent_requests_share_passes_and_each_gets_its_own_answer(
     """8 clients at once, each asking about its own image 25 times (v1 and v2 alternating).
 
     Every answer must be its image's; some passes must have served several requests,
-    and one client alone gets one pass per request.
+    and one client alone gets one pass per request. "Alone" is read from uvicorn's
+    ``server_state.tasks``: uvicorn 0.55.0 ``uvicorn/protocols/http/httptools_impl.py``
+    (``_start_asgi_task``; ``h11_impl.py`` likewise) adds each request's task when its
+    headers are parsed and discards it when the task is done; KServe 0.21.0
+    ``kserve/protocol/rest/server.py`` (``RESTServer``) runs a ``uvicorn.Server`` subclass.
     """
     before = forward_passes(server)
 
