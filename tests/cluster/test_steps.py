@@ -89,7 +89,7 @@ def test_a_cpu_job_waits_for_cpu_quota_instead_of_taking_the_gpu_flavour(
     busy = f"busy-{uuid.uuid4().hex[:6]}"
     thread = threading.Thread(
         target=run_train,
-        args=(workspace, busy, {"FMNIST_TEST_RUN_DURATION": "90s"}),
+        args=(workspace, busy, {"FMNIST_TEST_RUN_DURATION": "60s"}),
         kwargs={"workers": 4, "cpu": "2", "timeout_seconds": 120},
         daemon=True,
     )
