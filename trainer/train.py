@@ -64,8 +64,7 @@ class Trainer:
         test = data.test.head(config.test_limit)
         shard = batches.test_shard(len(test), context.rank, context.world_size).numpy()
         self.train_x, self.train_y = _tensors(train.images, train.labels, self.stats, home)
-        labels = torch.tensor(train.labels, dtype=torch.long)
-        self.flippable = batches.flippable_examples(labels, self.class_names)
+        self.flippable = batches.flippable_examples(self.train_y.cpu(), self.class_names)
         self.test_x, self.test_y = _tensors(
             test.images[shard], test.labels[shard], self.stats, home
         )

@@ -108,10 +108,10 @@ def test_a_request_whose_client_went_away_is_left_out_of_the_pass():
 @pytest.mark.parametrize("count", [1, 8])
 def test_the_predictor_answers_the_same_shared_or_alone(model, test_images, count):
     """The real network: rows of a shared pass equal each image's own pass (float rounding)."""
-    alone = [model.probabilities(test_images[i : i + 1].astype(np.float32)) for i in range(count)]
+    singles = [test_images[i : i + 1].astype(np.float32) for i in range(count)]
+    alone = [model.probabilities(single) for single in singles]
     passes, _ = shared_by(model.name)
-    lone_images = (test_images[i : i + 1].astype(np.float32) for i in range(count))
-    shared = gather(model.shared_forward_pass, *lone_images)
+    shared = gather(model.shared_forward_pass, *singles)
     assert shared_by(model.name)[0] == passes + 1
     np.testing.assert_allclose(np.concatenate(shared), np.concatenate(alone), rtol=1e-5, atol=1e-7)
 
