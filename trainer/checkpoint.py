@@ -8,8 +8,11 @@ from pathlib import Path
 import torch
 
 CHECKPOINT_FILE = "checkpoint.pt"
-# Settings that shape the optimizer and schedule: a checkpoint continues only a run with the same.
-RESUME_KEYS = ("epochs", "lr", "optimizer", "scheduler", "batch_size", "train_limit")
+# Settings that shape the network, optimizer and schedule: a checkpoint continues only a run
+# with the same.
+RESUME_KEYS = ("epochs", "lr", "optimizer", "scheduler", "batch_size", "train_limit", "batch_norm")
+# What a checkpoint written before a setting existed was trained with.
+SETTINGS_BEFORE_THEY_EXISTED = {"batch_norm": False}
 
 
 def save(directory: str | Path, state: dict) -> Path:
@@ -47,9 +50,9 @@ def check_compatible(saved: dict, current: dict, steps_per_epoch: int) -> None:
         CheckpointMismatch: names each differing setting and what to do instead.
     """
     differing = [
-        f"--{key.replace('_', '-')} {saved['config'].get(key)} (now {current[key]})"
+        f"--{key.replace('_', '-')} {_setting(saved, key)} (now {current[key]})"
         for key in RESUME_KEYS
-        if saved["config"].get(key) != current[key]
+        if _setting(saved, key) != current[key]
     ]
     saved_steps = saved.get("steps_per_epoch", steps_per_epoch)
     if not differing and saved_steps != steps_per_epoch:
@@ -62,3 +65,7 @@ def check_compatible(saved: dict, current: dict, steps_per_epoch: int) -> None:
             + ", ".join(differing)
             + "; use the same settings to resume, or a fresh --checkpoint-dir"
         )
+
+
+def _setting(saved: dict, key: str):
+    return saved["config"].get(key, SETTINGS_BEFORE_THEY_EXISTED.get(key))

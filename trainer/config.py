@@ -38,13 +38,16 @@ class TrainConfig:
     test_batch_size: int = _flag(
         250, "evaluation batch per rank (on the CPU, 250 keeps a batch's maps in cache)"
     )
-    lr: float = _flag(0.002, "(peak) learning rate")
+    lr: float = _flag(0.004, "(peak) learning rate")
     momentum: float = _flag(0.9, "SGD momentum or AdamW beta1, in [0, 1)")
     optimizer: str = _flag("adamw", f"one of {', '.join(OPTIMIZERS)}")
     scheduler: str = _flag("onecycle", "learning-rate schedule; onecycle steps every batch")
     weight_decay: float = _flag(1e-4, "L2 penalty (decoupled for AdamW)")
     label_smoothing: float = _flag(0.05, "cross-entropy label smoothing while training")
     augment: bool = _flag(True, "random horizontal flips while training (never of shoes)")
+    batch_norm: bool = _flag(
+        True, "batch norm after conv1, conv2 and fc1 while training (folded into them when saved)"
+    )
     precision: str = _flag("auto", "autocast; auto: bf16 where the device computes it natively")
     seed: int = _flag(1, "seeds weights, shuffling and augmentation")
     device: str = _flag(
@@ -132,6 +135,7 @@ RECIPES = {
         weight_decay=0.0,
         label_smoothing=0.0,
         augment=False,
+        batch_norm=False,
         precision="fp32",
     ),
 }

@@ -140,6 +140,13 @@ def all_reduce_sum(values: torch.Tensor, context: Context) -> torch.Tensor:
     return values
 
 
+def broadcast_buffers(module: torch.nn.Module, context: Context) -> None:
+    """Give every rank rank 0's buffers (batch norm's running statistics, which it saves)."""
+    if context.distributed:
+        for buffer in module.buffers():
+            dist.broadcast(buffer, src=0)
+
+
 def barrier(context: Context) -> None:
     """Wait for every rank (no-op for a single process)."""
     if context.distributed:

@@ -61,6 +61,52 @@ def _pool(x: torch.Tensor) -> torch.Tensor:
     return F.max_pool2d(x, 2) if torch.is_grad_enabled() else pool_2x2(x)
 
 
+class BatchNormLeNet(LeNet):
+    """LeNet as the default recipe trains it: batch norm after conv1, conv2 and fc1.
+
+    Normalising each layer's outputs lets a larger step size train the same network to a
+    higher accuracy in the same epochs. Once trained, each norm is a fixed affine map per
+    channel, so :meth:`folded` writes it into the layer before it: what is saved and
+    served is a plain :class:`LeNet`, at no cost per prediction.
+    """
+
+    def __init__(self, num_classes: int = len(CLASS_NAMES)):
+        super().__init__(num_classes)
+        self.norm1 = nn.BatchNorm2d(self.conv1.out_channels)
+        self.norm2 = nn.BatchNorm2d(self.conv2.out_channels)
+        self.norm3 = nn.BatchNorm1d(self.fc1.out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities [N, classes]; each norm comes before the pooling and ReLU."""
+        x = _pool(self.norm1(self.conv1(x))).relu()
+        x = _pool(self.norm2(self.conv2(x))).relu()
+        x = F.relu(self.norm3(self.fc1(x.flatten(1))))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+    @torch.no_grad()
+    def folded(self) -> LeNet:
+        """The plain LeNet that computes what this network computes in eval mode."""
+        net = LeNet(self.fc2.out_features).to(self.fc2.weight.device)
+        net.fc2.load_state_dict(self.fc2.state_dict())
+        for name, norm in (("conv1", self.norm1), ("conv2", self.norm2), ("fc1", self.norm3)):
+            layer, target = getattr(self, name), getattr(net, name)
+            scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
+            per_output = scale.reshape(-1, *[1] * (layer.weight.dim() - 1))
+            target.weight.copy_(layer.weight * per_output)
+            target.bias.copy_((layer.bias - norm.running_mean) * scale + norm.bias)
+        return net.eval()
+
+
+def training_network(batch_norm: bool) -> LeNet:
+    """The network the trainer optimises: LeNet, with batch norm (folded when saved) or not."""
+    return BatchNormLeNet() if batch_norm else LeNet()
+
+
+def saved_network(net: nn.Module) -> LeNet:
+    """The plain LeNet to save for a trained network (its norms folded into its layers)."""
+    return net.folded() if isinstance(net, BatchNormLeNet) else net
+
+
 ARCHITECTURES = {"lenet": LeNet}
 
 

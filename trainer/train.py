@@ -14,9 +14,15 @@ from torch.utils.data import DistributedSampler
 from trainer import batches, checkpoint
 from trainer.config import TrainConfig, config_dict
 from trainer.data import CLASS_NAMES, Dataset
-from trainer.distributed import Context, LaunchError, all_reduce_sum, barrier
+from trainer.distributed import (
+    Context,
+    LaunchError,
+    all_reduce_sum,
+    barrier,
+    broadcast_buffers,
+)
 from trainer.metrics import format_metric_line
-from trainer.model import ModelCard, build_model, normalize, save_model_dir
+from trainer.model import ModelCard, normalize, save_model_dir, saved_network, training_network
 from trainer.progress import Progress
 from trainer.step import (
     GraphedStep,
@@ -70,7 +76,7 @@ class Trainer:
         )
 
         torch.manual_seed(config.seed)
-        self.model = _channels_last(build_model().to(context.device))
+        self.model = _channels_last(training_network(config.batch_norm).to(context.device))
         self.ddp = DistributedDataParallel(self.model) if context.distributed else self.model
         self.optimizer = build_optimizer(config, self.model)
         self.steps_per_epoch = batches.steps_per_epoch(
@@ -154,7 +160,12 @@ class Trainer:
 
     @torch.inference_mode()
     def evaluate(self) -> tuple[float, float]:
-        """Test accuracy and mean NLL loss over the whole test set, summed across ranks."""
+        """Test accuracy and mean NLL loss over the whole test set, summed across ranks.
+
+        Every rank evaluates rank 0's network, the one that is saved: DDP hands rank 0's
+        buffers to the others before each training step, not after it.
+        """
+        broadcast_buffers(self.model, self.context)
         self.model.eval()
         device, size = self.context.device, self.config.test_batch_size
         totals = torch.zeros(3, dtype=torch.float64, device=device)  # loss, correct, count
@@ -238,7 +249,7 @@ class Trainer:
                 "world_size": self.context.world_size,
             },
         )
-        save_model_dir(self.model, out, card)
+        save_model_dir(saved_network(self.model), out, card)
         self._log(f"saved model to {out}")
 
 

@@ -22,7 +22,7 @@ from components.runtime.evaluation import Evaluation, Mistake, RunFacts
 BAR_WIDTH = 20  # blocks of the Markdown curve's longest bar
 REPORTED_PARAMETERS = (  # of the trainer's config in model.json, in this order
     "epochs", "batch_size", "lr", "optimizer", "scheduler", "weight_decay", "momentum",
-    "label_smoothing", "augment", "precision", "seed", "device",
+    "label_smoothing", "augment", "batch_norm", "precision", "seed", "device",
 )  # fmt: skip
 MISTAKE_SCALE = 3  # a 28x28 image is shown at 84x84 pixels
 

@@ -38,7 +38,7 @@ from components.steps.validate import validate_serving, validate_sweep, validate
 from trainer.config import CHOICES, TrainConfig, parse_args
 
 # The trainer's recipe as docs/pipeline.md states it: the job's defaults must be the same.
-RECIPE = {"epochs": 10, "batch_size": 128, "lr": 0.002, "momentum": 0.9, "optimizer": "adamw"}
+RECIPE = {"epochs": 10, "batch_size": 128, "lr": 0.004, "momentum": 0.9, "optimizer": "adamw"}
 
 
 def test_training_defaults_follow_the_trainer():

@@ -78,7 +78,7 @@ def test_every_field_of_every_set_is_one_parameter(parameters, pipeline, variant
 
 
 # The trainer's default recipe as docs/pipeline.md states it (written out, not recomputed).
-RECIPE = {"epochs": 10, "batch_size": 128, "lr": 0.002, "momentum": 0.9, "optimizer": "adamw"}
+RECIPE = {"epochs": 10, "batch_size": 128, "lr": 0.004, "momentum": 0.9, "optimizer": "adamw"}
 
 
 def test_training_defaults_come_from_the_trainer_config(parameters):

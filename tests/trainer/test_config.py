@@ -16,7 +16,9 @@ def test_reference_recipe_is_reachable_and_overridable():
         config.optimizer,
         config.scheduler,
         config.augment,
-    ) == (32, 0.01, 0.9, "sgd", "none", False)
+        config.batch_norm,
+    ) == (32, 0.01, 0.9, "sgd", "none", False, False)
+    assert TrainConfig().batch_norm and not parse_args(["--no-batch-norm"]).batch_norm
     assert parse_args(["--recipe", "reference", "--lr", "0.02"]).lr == 0.02
     assert set(RECIPES) == {"default", "reference"}
 

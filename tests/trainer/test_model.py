@@ -7,12 +7,16 @@ import torch
 import torch.nn.functional as F
 
 from trainer.model import (
+    BatchNormLeNet,
+    LeNet,
     ModelCard,
     build_model,
     load_model_dir,
     normalize,
     pool_2x2,
     save_model_dir,
+    saved_network,
+    training_network,
 )
 
 
@@ -115,3 +119,36 @@ def test_evaluation_pools_differently_to_the_same_values(channels_last):
     with torch.inference_mode():
         evaluated = model(x)
     assert torch.equal(evaluated, model(x).detach())
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_folded_network_is_a_plain_lenet_computing_the_same(channels_last):
+    """Folding each norm (running statistics, scale, shift) into the layer before it."""
+    torch.manual_seed(0)
+    net = BatchNormLeNet()
+    for norm in (net.norm1, net.norm2, net.norm3):  # statistics and affines of a trained net
+        size = norm.num_features
+        norm.running_mean.copy_(torch.randn(size))
+        norm.running_var.copy_(torch.rand(size) * 3 + 0.05)
+        norm.weight.data.copy_(torch.randn(size))  # some negative: max-pool sees the sign
+        norm.bias.data.copy_(torch.randn(size))
+    net.eval()
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+    folded = saved_network(net)
+    x = torch.randn(6, 1, 28, 28)
+    assert type(folded) is LeNet and not folded.training
+    assert set(folded.state_dict()) == set(LeNet().state_dict())
+    with torch.no_grad():
+        assert torch.allclose(folded(x), net(x), atol=1e-5)
+        unnormed = LeNet()
+        unnormed.load_state_dict(
+            {key: value for key, value in net.state_dict().items() if "norm" not in key}
+        )
+        assert not torch.allclose(unnormed(x), net(x), atol=0.1)  # the norms matter here
+
+
+def test_without_batch_norm_the_trained_network_is_the_saved_one():
+    net = training_network(batch_norm=False)
+    assert type(net) is LeNet and saved_network(net) is net
+    assert type(training_network(batch_norm=True)) is BatchNormLeNet

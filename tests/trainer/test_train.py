@@ -103,7 +103,9 @@ def test_two_ranks_evaluate_like_one(packed_small, tmp_path, evaluate_saved):
     The reference is an evaluation of the saved model in this process, so a broken
     cross-rank sum (rank 0 reporting only its own half) fails here: on 300 test images
     rank 0's half scores differently from the whole in both accuracy and loss (on 500,
-    the first half's accuracy equals the whole's, and only the loss could tell).
+    the first half's accuracy equals the whole's, and only the loss could tell). It also
+    fails if rank 1 scores its half with its own batch-norm statistics instead of rank 0's,
+    which are the ones saved (3 points of accuracy apart here).
     """
     model_dir = tmp_path / "model"
     args = ["--epochs", "1", "--data-dir", str(packed_small), "--model-dir", str(model_dir)]
