@@ -46,7 +46,7 @@ class TrainConfig:
     label_smoothing: float = _flag(0.05, "cross-entropy label smoothing while training")
     augment: bool = _flag(True, "random horizontal flips while training (never of shoes)")
     batch_norm: bool = _flag(
-        True, "batch norm after conv1, conv2 and fc1 while training (folded into them when saved)"
+        True, "batch norm after conv2 and fc1 while training (folded into them when saved)"
     )
     precision: str = _flag("auto", "autocast; auto: bf16 where the device computes it natively")
     seed: int = _flag(1, "seeds weights, shuffling and augmentation")

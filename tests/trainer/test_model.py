@@ -126,7 +126,7 @@ def test_folded_network_is_a_plain_lenet_computing_the_same(channels_last):
     """Folding each norm (running statistics, scale, shift) into the layer before it."""
     torch.manual_seed(0)
     net = BatchNormLeNet()
-    for norm in (net.norm1, net.norm2, net.norm3):  # statistics and affines of a trained net
+    for norm in (net.conv2_norm, net.fc1_norm):  # statistics and affines of a trained net
         size = norm.num_features
         norm.running_mean.copy_(torch.randn(size))
         norm.running_var.copy_(torch.rand(size) * 3 + 0.05)
