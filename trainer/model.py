@@ -80,8 +80,8 @@ class BatchNormLeNet(LeNet):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Log-probabilities [N, classes]; each norm comes before the pooling and ReLU."""
         x = _pool(self.conv1(x)).relu()
-        x = _pool(self.conv2_norm(self.conv2(x))).relu()
-        x = F.relu(self.fc1_norm(self.fc1(x.flatten(1))))
+        x = _pool(_normalize(self.conv2_norm, self.conv2(x))).relu()
+        x = F.relu(_normalize(self.fc1_norm, self.fc1(x.flatten(1))))
         return F.log_softmax(self.fc2(x), dim=1)
 
     @torch.no_grad()
@@ -96,6 +96,19 @@ class BatchNormLeNet(LeNet):
             target.weight.copy_(layer.weight * per_output)
             target.bias.copy_((layer.bias - norm.running_mean) * scale + norm.bias)
         return net.eval()
+
+
+def _normalize(norm: nn.BatchNorm1d | nn.BatchNorm2d, x: torch.Tensor) -> torch.Tensor:
+    """``norm(x)``, but for a training batch of a single example.
+
+    One example (an epoch's last batch, at some sizes) has no spread to normalise by: it
+    uses the running statistics and leaves them as they are.
+    """
+    if not (norm.training and len(x) == 1):
+        return norm(x)
+    return F.batch_norm(
+        x, norm.running_mean, norm.running_var, norm.weight, norm.bias, False, 0.0, norm.eps
+    )
 
 
 def training_network(batch_norm: bool) -> LeNet:

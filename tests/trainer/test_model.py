@@ -152,3 +152,17 @@ def test_without_batch_norm_the_trained_network_is_the_saved_one():
     net = training_network(batch_norm=False)
     assert type(net) is LeNet and saved_network(net) is net
     assert type(training_network(batch_norm=True)) is BatchNormLeNet
+
+
+def test_a_training_batch_of_one_example_uses_the_running_statistics():
+    """An epoch's last batch can hold one example (129 examples at batch 128)."""
+    torch.manual_seed(0)
+    net = BatchNormLeNet().train()
+    net(torch.randn(8, 1, 28, 28)).sum().backward()  # a batch of 8 updates the statistics
+    before = {key: value.clone() for key, value in net.state_dict().items() if "running" in key}
+    one = torch.randn(1, 1, 28, 28)
+    out = net(one)
+    out.sum().backward()
+    after = {key: value for key, value in net.state_dict().items() if "running" in key}
+    assert all(torch.equal(before[key], after[key]) for key in before)
+    assert torch.allclose(out, net.eval()(one))
