@@ -30,7 +30,7 @@ def test_torchrun_runs_every_process_with_the_cluster_jobs_flags(tmp_path):
         f"--checkpoint-dir={tmp_path}/ckpt",
         "--epochs=1",
         "--batch-size=128",
-        "--lr=0.002",
+        "--lr=0.004",
         "--momentum=0.9",
         "--optimizer=adamw",
         "--no-cuda",

@@ -209,7 +209,7 @@ def test_checkpoint_of_another_schedule_is_refused(packed_small, tmp_path):
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"trainer: error: {tmp_path}: the checkpoint was written by a run with "
-        "--epochs 1 (now 2), --lr 0.002 (now 0.01); "
+        "--epochs 1 (now 2), --lr 0.004 (now 0.01); "
         "use the same settings to resume, or a fresh --checkpoint-dir"
     ]
     # Another batch size or slice changes the steps per epoch (once a OneCycleLR traceback).
