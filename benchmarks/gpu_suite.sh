@@ -59,9 +59,9 @@ step throughput 150 $PY -m benchmarks.train_throughput --device cuda --samples 6
 # Larger batches with the learning rate scaled (by the square root, and linearly).
 step accuracy 150 $PY -m benchmarks.time_to_accuracy --device cuda --json "$WORK/accuracy.json" \
   --ours "" --ours "--precision fp32" --ours "--cuda-graphs" \
-  --ours "--cuda-graphs --batch-size 256 --lr 0.0028" \
-  --ours "--cuda-graphs --batch-size 512 --lr 0.004" \
-  --ours "--cuda-graphs --batch-size 512 --lr 0.008"
+  --ours "--cuda-graphs --batch-size 256 --lr 0.0057" \
+  --ours "--cuda-graphs --batch-size 512 --lr 0.008" \
+  --ours "--cuda-graphs --batch-size 512 --lr 0.016"
 
 # GPU utilisation while `python -m trainer` trains 10 epochs (nvidia-smi every 50 ms).
 utilisation() {

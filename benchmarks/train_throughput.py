@@ -32,7 +32,7 @@ from trainer.distributed import Context
 from trainer.train import Trainer
 
 DATA_PATH_ONLY = dict(batch_size=32, augment=False, precision="fp32")
-LARGE_BATCH = dict(batch_size=512, lr=0.004)  # see docs/benchmarks.md for the accuracy
+LARGE_BATCH = dict(batch_size=512, lr=0.008)  # see docs/benchmarks.md for the accuracy
 # name -> (what it is, TrainConfig overrides; None for the reference loop)
 VARIANTS = {
     "baseline": ("torchvision DataLoader, batch 32, fp32", None),
@@ -43,7 +43,7 @@ VARIANTS = {
     "ours-fp32": ("default in fp32", dict(precision="fp32")),
     "ours-graphs": ("default + CUDA graphs", dict(cuda_graphs=True)),
     "ours-compile": ("default + torch.compile", dict(compile=True)),
-    "ours-graphs-512": ("CUDA graphs, batch 512, lr 0.004", dict(cuda_graphs=True, **LARGE_BATCH)),
+    "ours-graphs-512": ("CUDA graphs, batch 512, lr 0.008", dict(cuda_graphs=True, **LARGE_BATCH)),
 }
 DEFAULT_VARIANTS = {
     "cpu": ["baseline", "ours-32", "ours"],
