@@ -9,6 +9,7 @@ everywhere (one shared layer), and the cache key follows the files an image copi
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -254,3 +255,58 @@ def test_the_suggestion_stand_in_is_katibs_goptuna_where_its_dockerfile_puts_it(
     assert kept_final_steps(ours) == upstream_steps
     katib = images.components("v2.3.0", "v0.15.2")["katib"]
     assert katib.tools["goptuna-suggestion"] == f"github.com/kubeflow/katib/{folder}"
+
+
+def test_debootstrap_makes_another_machines_debian_when_told(monkeypatch, tmp_path):
+    """Fake: debootstrap, tar and podman are recorded, not run (they take root and a minute;
+    the arm64 base of benchmarks/image_sizes.py was made for real, docs/benchmarks.md)."""
+    commands = []
+    done = subprocess.CompletedProcess([], 0, "", "")
+    monkeypatch.setattr(image_builds, "STORE", tmp_path)
+    monkeypatch.setattr(image_builds, "run", commands.append)
+    monkeypatch.setattr(
+        image_builds.subprocess,
+        "Popen",
+        lambda command, **_: (
+            commands.append(command) or type("Tar", (), {"stdout": None, "wait": lambda self: 0})()
+        ),
+    )
+    monkeypatch.setattr(
+        image_builds.subprocess, "run", lambda command, **_: commands.append(command) or done
+    )
+    image_builds.debootstrap("localhost/d:arm64", "arm64")
+    debootstrap, _, podman_import = commands
+    assert debootstrap[:3] == ["debootstrap", "--arch", "arm64"]
+    assert podman_import[podman_import.index("import") + 1 :][:2] == ["--arch", "arm64"]
+    commands.clear()
+    image_builds.debootstrap("localhost/d:host")
+    assert not any("--arch" in command for command in commands)
+    assert not list(tmp_path.iterdir())  # the root it made is gone
+
+
+def test_the_image_size_benchmark_builds_for_the_platform_and_finds_the_torch_layer(monkeypatch):
+    """Fake: podman's answers are canned (the history as podman 4.3 prints it, newest
+    layer first); the benchmark's real run is in docs/benchmarks.md."""
+    from benchmarks import image_sizes
+
+    history = [
+        {"size": 400, "CreatedBy": "/bin/sh -c pip install ... /src"},
+        {"size": 700, "CreatedBy": "|1 TORCH_INDEX=x /bin/sh -c pip install torch==2.9.0"},
+        {"size": 20, "CreatedBy": "/bin/sh -c python -m venv /opt/venv"},
+        {"size": 150, "CreatedBy": "/bin/sh -c apt-get update"},
+        {"size": 200, "CreatedBy": "/bin/sh -c #(nop) ADD file:abc in /"},
+    ]
+    calls = []
+
+    def podman(*args):
+        calls.append(args)
+        return subprocess.CompletedProcess(args, 0, json.dumps(history), "")
+
+    monkeypatch.setattr(image_builds, "podman", podman)
+    assert image_sizes.torch_and_base("t") == (700, 350)
+    image_sizes.build_all("linux/arm64", "base:1", "https://pypi.org/simple", "/w")
+    assert len(calls) == 1 + len(image_sizes.CPU_IMAGES)
+    serving, _, trainer = (" ".join(call) for call in calls[1:])
+    assert "--platform linux/arm64" in serving and "--volume /w:/wheels:ro" in serving
+    assert "--build-arg BASE=base:1" in serving and "TORCH_INDEX=https://pypi.org/simple" in serving
+    assert "--build-arg TORCH=cpu" in trainer and "--build-arg CPU_BASE=base:1" in trainer

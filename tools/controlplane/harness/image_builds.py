@@ -108,7 +108,7 @@ def image_size(name: str) -> int:
     return int(podman("image", "inspect", "--format", "{{.Size}}", name).stdout.strip())
 
 
-def _host_ca_mount() -> tuple[str, ...]:
+def host_ca_mount() -> tuple[str, ...]:
     """The host's CA bundle mounted over the build's (in no layer).
 
     pip then trusts what the host trusts: a proxy that inspects TLS, say.
@@ -122,15 +122,20 @@ def _host_ca_mount() -> tuple[str, ...]:
     return ("--volume", mount) if bundle.is_file() else ()
 
 
-def _debootstrap(name: str) -> None:
-    """Debian bookworm's minimal base, made by debootstrap and imported as ``name``."""
+def debootstrap(name: str, arch: str | None = None) -> None:
+    """Debian bookworm's minimal base, made by debootstrap and imported as ``name``.
+
+    ``arch`` (a Debian architecture: arm64) makes another machine's: debootstrap runs its
+    programs through qemu-user-static, which binfmt_misc must have registered.
+    """
     STORE.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=".debian-", dir=STORE))
+    foreign = ("--arch", arch) if arch else ()
     try:
-        run(["debootstrap", "--variant=minbase", "bookworm", str(root), DEBIAN_MIRROR])
+        run(["debootstrap", *foreign, "--variant=minbase", "bookworm", str(root), DEBIAN_MIRROR])
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
         imported = subprocess.run(
-            [*PODMAN, "import", "--change", 'CMD ["bash"]', "-", name],
+            [*PODMAN, "import", *foreign, "--change", 'CMD ["bash"]', "-", name],
             stdin=tar.stdout,
             capture_output=True,
             text=True,
@@ -143,7 +148,7 @@ def _debootstrap(name: str) -> None:
 
 def _build(image: Image, context: Path) -> None:
     """``podman build`` of one image."""
-    command = [*PODMAN, *BUILD_FLAGS, *(_host_ca_mount() if image.pypi else ())]
+    command = [*PODMAN, *BUILD_FLAGS, *(host_ca_mount() if image.pypi else ())]
     for key, value in image.args:
         command += ["--build-arg", f"{key}={value}"]
     command += ["-f", str(image.containerfile), "-t", image.name, str(context)]
@@ -178,7 +183,7 @@ def ensure(image: Image, state: dict, keys: dict[str, str]) -> dict:
     print(f"image {image.name}: building", flush=True)
     started = time.monotonic()
     if image.containerfile is None:
-        _debootstrap(image.name)
+        debootstrap(image.name)
     else:
         _build(image, context)
     seconds = round(time.monotonic() - started, 1)
@@ -193,6 +198,13 @@ def ensure_all() -> dict[str, dict]:
     """Build (or find) every image; name -> its record (key, id, seconds, built)."""
     state, keys = _load_state(), {}
     return {image.name: ensure(image, state, keys) for image in images()}
+
+
+def ensure_bases() -> None:
+    """Build (or find) the stand-in bases: Debian, Python on it, torch on that."""
+    state, keys = _load_state(), {}
+    for image in base_images():
+        ensure(image, state, keys)
 
 
 def ensure_torch_images() -> ImageSet:
