@@ -61,8 +61,8 @@ class Sweep(ParameterSet):
     """A search over learning rate and epochs (and optionally momentum), and its budget."""
 
     algorithm: str = param("random", f"Katib algorithm: {', '.join(KATIB_ALGORITHMS)}")
-    lr_min: float = param(0.0005, "smallest learning rate tried")
-    lr_max: float = param(0.005, "largest learning rate tried (default optimizer: AdamW)")
+    lr_min: float = param(0.001, "smallest learning rate tried")
+    lr_max: float = param(0.01, "largest learning rate tried (default optimizer: AdamW)")
     lr_step: Optional[float] = param(None, "grid spacing of the learning rate (grid needs it)")
     epochs_min: int = param(2, "fewest epochs tried")
     epochs_max: int = param(8, "most epochs tried")

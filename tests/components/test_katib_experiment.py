@@ -83,7 +83,7 @@ def test_default_sweep_is_the_documented_experiment(validate_katib_experiment):
         {
             "name": "lr",
             "parameterType": "double",
-            "feasibleSpace": {"min": "0.0005", "max": "0.005"},
+            "feasibleSpace": {"min": "0.001", "max": "0.01"},
         },
         {"name": "epochs", "parameterType": "int", "feasibleSpace": {"min": "2", "max": "8"}},
     ]

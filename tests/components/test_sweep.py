@@ -22,7 +22,7 @@ from components.specs.sweep import (
 def test_defaults_are_valid_and_search_lr_and_epochs():
     sweep = Sweep()
     assert sweep.parameter_names == ("lr", "epochs")
-    assert sweep.bounds("lr") == (0.0005, 0.005, None)
+    assert sweep.bounds("lr") == (0.001, 0.01, None)
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_defaults_are_valid_and_search_lr_and_epochs():
     [
         ({"algorithm": "hyperopt"}, "algorithm must be one of"),
         ({"lr_min": 0.2, "lr_max": 0.1}, "lr_min/lr_max must be lr_min <= lr_max"),
-        ({"lr_min": 0.0}, "lr_min/lr_max must be a finite number > 0, got .0.0, 0.005."),
+        ({"lr_min": 0.0}, "lr_min/lr_max must be a finite number > 0, got .0.0, 0.01."),
         ({"epochs_min": 0}, "epochs_min/epochs_max must be an integer >= 1"),
         ({"momentum_min": 0.5}, "momentum_min/momentum_max must be both set or both unset"),
         ({"momentum_min": 0.5, "momentum_max": 1.0}, r"momentum_max must be in \[0, 1\)"),
@@ -115,7 +115,7 @@ def test_ranking_keeps_succeeded_trials_best_first_and_first_on_ties():
         ({}, 12, 3, 3),
         # grid without max_trials runs the whole grid, in the pipeline as in the CLI
         ({"algorithm": "grid", "lr_min": 0.01, "lr_max": 0.05, "lr_step": 0.04}, 14, 3, 3),
-        ({"algorithm": "grid", "lr_step": 0.0045, "epochs_min": 2, "epochs_max": 2}, 2, 2, 2),
+        ({"algorithm": "grid", "lr_step": 0.006, "epochs_min": 2, "epochs_max": 2}, 2, 2, 2),
         ({"max_trials": 5, "parallel_trials": 5}, 5, 5, 3),
     ],
 )
@@ -144,7 +144,7 @@ def test_a_sweep_survives_a_round_trip_through_a_kfp_struct():
 MOMENTUM = {"momentum_min": 0.5, "momentum_max": 0.9}
 SWEEP_VARIANTS = {
     "algorithm": ({}, "tpe"),
-    "lr_min": ({}, 0.001),
+    "lr_min": ({}, 0.002),
     "lr_max": ({}, 0.004),
     "lr_step": ({}, 0.001),
     "epochs_min": ({}, 3),
