@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools" / "controlplane"))
 
 from harness import image_builds  # noqa: E402
-from harness.images import DEBIAN, PYPI, PYTHON, STANDINS  # noqa: E402
+from harness.image_builds import gb  # noqa: E402
+from harness.images import DEBIAN, PYPI, PYTHON, STANDINS, Image  # noqa: E402
 
 from components.images import BUILDS  # noqa: E402
 
@@ -65,19 +66,16 @@ def standin_base(platform: str) -> str:
 
 
 def build(tag: str, containerfile: Path, context: Path, platform: str, args, find_links=None):
-    """``podman build`` for ``platform``; exits with podman's last lines if it fails."""
-    command = [*image_builds.BUILD_FLAGS, "--platform", platform, *image_builds.host_ca_mount()]
-    for key, value in args:
-        command += ["--build-arg", f"{key}={value}"]
+    """``podman build`` for ``platform``, with the host's CA bundle (pip downloads)."""
+    image = Image(tag, containerfile, lambda: context, tuple(args), pypi=True)
     print(f"building {tag} ({platform})", flush=True)
     with tempfile.TemporaryDirectory() as folder:
+        flags = ["--platform", platform]
         if find_links:  # pip in every RUN reads /etc/pip.conf
             (Path(folder) / "pip.conf").write_text("[global]\nfind-links = /wheels\n")
-            command += ["--volume", f"{Path(find_links).resolve()}:/wheels:ro"]
-            command += ["--volume", f"{folder}/pip.conf:/etc/pip.conf:ro"]
-        result = image_builds.podman(*command, "-f", str(containerfile), "-t", tag, str(context))
-    if result.returncode:
-        raise SystemExit(f"building {tag} failed:\n{(result.stdout + result.stderr)[-3000:]}")
+            flags += ["--volume", f"{Path(find_links).resolve()}:/wheels:ro"]
+            flags += ["--volume", f"{folder}/pip.conf:/etc/pip.conf:ro"]
+        image_builds.build_image(image, context, *flags)
 
 
 def torch_and_base(tag: str) -> tuple[int, int]:
@@ -103,10 +101,6 @@ def build_all(platform: str, base: str | None, torch_index: str | None, find_lin
     return tags
 
 
-def _gb(size: int) -> str:
-    return f"{size / 1e9:.2f} GB"
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", default=host_platform(), help="linux/amd64, linux/arm64")
@@ -129,8 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, tag in ours.items():
         size, old = image_builds.image_size(tag), image_builds.image_size(baseline[name])
         (torch, under), (old_torch, _) = torch_and_base(tag), torch_and_base(baseline[name])
-        row = f"{name:12} {_gb(size):>8} {_gb(torch):>8} {_gb(under):>8}"
-        print(f"{row} {_gb(old):>9} {_gb(old_torch):>8}  {size / old:.2f}x")
+        row = f"{name:12} {gb(size):>8} {gb(torch):>8} {gb(under):>8}"
+        print(f"{row} {gb(old):>9} {gb(old_torch):>8}  {size / old:.2f}x")
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ def image_size(name: str) -> int:
     return int(podman("image", "inspect", "--format", "{{.Size}}", name).stdout.strip())
 
 
-def host_ca_mount() -> tuple[str, ...]:
+def _host_ca_mount() -> tuple[str, ...]:
     """The host's CA bundle mounted over the build's (in no layer).
 
     pip then trusts what the host trusts: a proxy that inspects TLS, say.
@@ -146,13 +146,13 @@ def debootstrap(name: str, arch: str | None = None) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _build(image: Image, context: Path) -> None:
-    """``podman build`` of one image."""
-    command = [*PODMAN, *BUILD_FLAGS, *(host_ca_mount() if image.pypi else ())]
+def build_image(image: Image, context: Path, *flags: str) -> None:
+    """``podman build`` of one image, with any further ``flags`` (``--platform``, say)."""
+    command = [*BUILD_FLAGS, *(_host_ca_mount() if image.pypi else ()), *flags]
     for key, value in image.args:
         command += ["--build-arg", f"{key}={value}"]
     command += ["-f", str(image.containerfile), "-t", image.name, str(context)]
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = podman(*command)
     if result.returncode:
         output = (result.stdout + result.stderr).strip()[-4000:]
         raise SystemExit(f"building {image.name} failed:\n{output}")
@@ -178,19 +178,19 @@ def ensure(image: Image, state: dict, keys: dict[str, str]) -> dict:
     keys[image.name] = key = image_key(image, context, keys)
     recorded = state.get(image.name, {})
     if recorded.get("key") == key and recorded.get("id") and recorded["id"] == image_id(image.name):
-        print(f"image {image.name}: cached ({_gb(image_size(image.name))})", flush=True)
+        print(f"image {image.name}: cached ({gb(image_size(image.name))})", flush=True)
         return {**recorded, "built": False}
     print(f"image {image.name}: building", flush=True)
     started = time.monotonic()
     if image.containerfile is None:
         debootstrap(image.name)
     else:
-        _build(image, context)
+        build_image(image, context)
     seconds = round(time.monotonic() - started, 1)
     record = {"key": key, "id": image_id(image.name), "seconds": seconds}
     state[image.name] = record
     _save_state(state)
-    print(f"image {image.name}: built in {seconds} s ({_gb(image_size(image.name))})", flush=True)
+    print(f"image {image.name}: built in {seconds} s ({gb(image_size(image.name))})", flush=True)
     return {**record, "built": True}
 
 
@@ -225,7 +225,7 @@ def ensure_images() -> tuple[ImageSet, ImageSet]:
     return image_sets(ensure_all())
 
 
-def _gb(size: int) -> str:
+def gb(size: int) -> str:
     """A size in bytes, for people."""
     return f"{size / 1e9:.2f} GB" if size >= 1e8 else f"{size / 1e6:.1f} MB"
 
@@ -236,6 +236,6 @@ def report() -> None:
     print(f"{'image':64} {'size':>8}  seconds")
     for name, record in records.items():
         how = "built" if record["built"] else "cached; last build"
-        print(f"{name:64} {_gb(image_size(name)):>8}  {how} {record['seconds']} s")
+        print(f"{name:64} {gb(image_size(name)):>8}  {how} {record['seconds']} s")
     for pod_images in image_sets(records):
         print(f"pod images, {pod_images.kind} {pod_images.key}: {', '.join(pod_images.names)}")
