@@ -41,7 +41,7 @@ import torch
 from benchmarks.serving_latency import PATHS, request_bodies, untrained_model_dir
 from components.runtime.local_predictor import stop
 from components.runtime.ports import free_port
-from serving.model_dir import load_served_model
+from serving.loader import load_served_model
 from serving.predictor import FashionMNISTModel, ServingConfig
 from trainer.model import normalize
 

@@ -32,7 +32,8 @@ import torch
 from components.runtime.local_predictor import running_predictor
 from serving.predictor import FashionMNISTModel, ServingConfig
 from trainer.data import CLASS_NAMES
-from trainer.model import ModelCard, build_model, save_model_dir
+from trainer.model import build_model, save_model_dir
+from trainer.model_dir import ModelCard
 
 MODEL_NAME = "fashion-mnist"
 PATHS = {"v1": f"/v1/models/{MODEL_NAME}:predict", "v2": f"/v2/models/{MODEL_NAME}/infer"}

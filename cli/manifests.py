@@ -26,33 +26,26 @@ def training_job_object(
     generation: str = DEFAULT_TRAINER_GENERATION,
 ) -> dict:
     """The train step's job (the pipeline's workspace and GPU toleration)."""
-    from components.specs.pods import (
-        WORKSPACE_MOUNT_PATH,
-        TrainerFlags,
-        WorkPaths,
-        workspace_placement,
-    )
-    from components.specs.training_job import training_job
+    from components.specs.kinds import Target
+    from components.specs.pods import WORKSPACE_MOUNT_PATH, workspace_placement
+    from components.specs.training_job import workspace_job
 
-    return training_job(
-        api,
-        name=name,
-        namespace=namespace,
-        job=job,
-        flags=TrainerFlags.for_job(job, WorkPaths.under(WORKSPACE_MOUNT_PATH)),
-        placement=workspace_placement(WORKSPACE_CLAIM),
-        generation=generation,
-    )
+    target = Target(api, generation)
+    placement = workspace_placement(WORKSPACE_CLAIM)
+    return workspace_job(target, name, namespace, job, WORKSPACE_MOUNT_PATH, placement)[0]
 
 
 def inferenceservice_object(serving: Serving, namespace: str | None, legacy: bool) -> dict:
     """The InferenceService the deploy step applies, serving the model of run RUN-ID."""
     from components.specs.compat import deployment_mode_name
-    from components.specs.inferenceservice import inference_service, storage_uri
+    from components.specs.inferenceservice import inference_service
+    from trainer.model_dir import pvc_uri, store_path
 
-    uri = storage_uri(serving.model_pvc, f"{serving.model_name}/{RUN_ID}")
+    storage_uri = pvc_uri(serving.model_pvc, store_path(serving.model_name, RUN_ID))
     mode = deployment_mode_name(serving.mode, legacy)
-    return inference_service(serving=serving, namespace=namespace, uri=uri, mode_annotation=mode)
+    return inference_service(
+        serving=serving, namespace=namespace, storage_uri=storage_uri, mode_annotation=mode
+    )
 
 
 def experiment_for(
@@ -66,7 +59,7 @@ def experiment_for(
 ) -> dict:
     """The Katib Experiment of the tune step and ``fmnist sweep``, its trials on ``claim``."""
     from components.runtime.katib import build_experiment
-    from components.runtime.launcher import Target
+    from components.specs.kinds import Target
     from components.specs.pods import WORKSPACE_MOUNT_PATH, workspace_placement
 
     placement = workspace_placement(claim)

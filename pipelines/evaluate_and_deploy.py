@@ -4,11 +4,11 @@ from typing import NamedTuple
 
 from kfp import dsl, kubernetes
 
-from components.runtime.kserve import MODEL_STORE_MOUNT
 from components.steps.deploy import deploy
 from components.steps.evaluate import evaluate
 from components.steps.register import register_model
 from pipelines.settings import CompileSettings
+from trainer.model_dir import MODEL_STORE
 
 
 class Published(NamedTuple):
@@ -55,7 +55,7 @@ def evaluate_and_deploy_task(
 
 def on_model_volume(task, model_pvc):
     """``task`` with the model PVC mounted where the steps publish models; uncached."""
-    kubernetes.mount_pvc(task, pvc_name=model_pvc, mount_path=MODEL_STORE_MOUNT)
+    kubernetes.mount_pvc(task, pvc_name=model_pvc, mount_path=MODEL_STORE)
     return task.set_caching_options(False)
 
 

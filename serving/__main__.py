@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from serving.defaults import DRAIN_SECONDS, MAX_BATCH_SIZE, MODEL_DIR, MODEL_NAME, NUM_THREADS
+from serving.defaults import DRAIN_SECONDS, MAX_BATCH_SIZE, MODEL_NAME, NUM_THREADS
 from trainer.config import DEVICES, OneLineParser  # errors in one line: KServe's usage text is 25
+from trainer.model_dir import SERVED
 
 TRUE_WORDS = ("y", "yes", "t", "true", "on", "1")
 FALSE_WORDS = ("n", "no", "f", "false", "off", "0")
@@ -58,8 +59,8 @@ def build_parser(kserve_parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.set_defaults(model_name=MODEL_NAME, enable_latency_logging=False)
     parser.add_argument(
         "--model_dir",
-        default=MODEL_DIR,
-        help="model directory (model.pt + model.json); KServe mounts STORAGE_URI here",
+        default=SERVED,
+        help="the model directory; KServe mounts STORAGE_URI here",
     )
     parser.add_argument(
         "--max_batch_size",

@@ -1,10 +1,9 @@
-"""Where KServe puts the model, and the name it is served under: shared with the builders.
+"""The predictor's defaults (its name, port, limits): shared with the builders.
 
 A module without imports, so ``components`` (which builds the InferenceService) can use
 it without loading KServe.
 """
 
-MODEL_DIR = "/mnt/models"  # KServe mounts (or downloads) STORAGE_URI here
 MODEL_NAME = "fashion-mnist"  # the InferenceService's name, and the model's in its URLs
 HTTP_PORT = 8080  # KServe's default predictor port
 MAX_BATCH_SIZE = 256  # most images one request may carry

@@ -17,11 +17,12 @@ from threadpoolctl import threadpool_limits
 
 from serving.batching import SharedForwardPass
 from serving.codec import IMAGE_SIZE, PIXELS, decode_v1, decode_v2, encode_v1, encode_v2
-from serving.defaults import MAX_BATCH_SIZE, MODEL_DIR, NUM_THREADS
-from serving.model_dir import load_served_model
+from serving.defaults import MAX_BATCH_SIZE, NUM_THREADS
+from serving.loader import load_served_model
 from serving.network import MatrixLeNet, ServingLeNet, serving_network
 from trainer.config import DEVICES
 from trainer.model import select_device
+from trainer.model_dir import SERVED
 
 MAX_BATCH_SIZE_LIMIT = 65_536
 # The most images a shared forward pass takes on the CPU: per image, a pass of 16-64 costs
@@ -36,8 +37,8 @@ MATRIX_PASS_IMAGES = 2
 class ServingConfig:
     """How the predictor loads and runs the model."""
 
-    model_dir: str = MODEL_DIR
-    """Model directory (``model.pt`` + ``model.json``); KServe mounts STORAGE_URI here."""
+    model_dir: str = SERVED
+    """The model directory (trainer/model_dir.py); KServe mounts STORAGE_URI here."""
     max_batch_size: int = MAX_BATCH_SIZE
     """Most images one request may carry; a larger request gets a 400."""
     num_threads: int = NUM_THREADS
@@ -89,7 +90,7 @@ class FashionMNISTModel(Model):
 
         Raises:
             ModelDirError: the model directory cannot be loaded (a missing file, a malformed
-                ``model.json``, a truncated or corrupt ``model.pt``); one line.
+                card, truncated or corrupt weights); one line.
             ValueError: ``cuda`` was asked for and no GPU is visible.
         """
         torch.set_num_threads(self.config.num_threads)

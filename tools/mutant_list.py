@@ -68,7 +68,7 @@ MUTANTS = [
     ),
     Mutant(
         "storage-uri-without-slash",
-        "components/specs/inferenceservice.py",
+        "trainer/model_dir.py",
         'return f"pvc://{pvc}/{path}"',
         'return f"pvc://{pvc}{path}"',
         (
@@ -142,9 +142,9 @@ MUTANTS = [
     # The training job and the launcher.
     Mutant(
         "launcher-success-on-failed",
-        "components/runtime/launcher.py",
+        "components/runtime/job_wait.py",
         'raise JobFailed(f"{self.what} failed{where}.\\n{self.describe()}")',
-        "return job",
+        "return found",
         (
             "tests/components/test_launcher.py"
             "::test_a_failed_job_fails_the_step_with_its_conditions_and_log_tail",
@@ -152,9 +152,9 @@ MUTANTS = [
     ),
     Mutant(
         "multikueue-worker-never-looked-up",
-        "components/runtime/launcher.py",
-        "if not self.worker and self.kind.manager(job) == MULTIKUEUE:",
-        "if False:",
+        "components/runtime/watchers/multikueue.py",
+        "if self.placed or poll.job.kind.manager(poll.found) != MULTIKUEUE:",
+        "if True:",
         (
             "tests/components/test_launcher.py"
             "::test_without_a_kubeconfig_for_the_worker_the_step_says_where_the_log_is",

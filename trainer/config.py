@@ -15,6 +15,7 @@ SCHEDULERS = ("onecycle", "none")
 BACKENDS = ("gloo", "nccl")
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_MODEL_DIR = "model"  # where --save-model without --model-dir saves
 CHOICES = {
     "optimizer": OPTIMIZERS,
     "scheduler": SCHEDULERS,
@@ -75,6 +76,8 @@ class TrainConfig:
     num_threads: int | None = _flag(None, "intra-op CPU threads per process")
 
     def __post_init__(self):
+        if self.save_model and not self.model_dir:
+            self.model_dir = DEFAULT_MODEL_DIR
         for name in ("epochs", "batch_size", "test_batch_size", "log_interval"):
             _require(getattr(self, name) >= 1, name, "an integer >= 1")
         for name in ("train_limit", "test_limit", "num_threads"):
@@ -95,11 +98,6 @@ class TrainConfig:
                 name,
                 f"one of {', '.join(allowed)}",
             )
-
-    @property
-    def model_output_dir(self) -> str | None:
-        """Where the final model goes, if anywhere."""
-        return self.model_dir or ("model" if self.save_model else None)
 
 
 class ConfigError(ValueError):

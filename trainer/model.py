@@ -1,15 +1,13 @@
-"""The network, input normalisation, and the model directory (``model.pt`` + ``model.json``).
+"""The network, input normalisation, and saving and loading a model directory.
 
-The model directory is the KFP ``Model`` artifact and what KServe mounts at
-``/mnt/models``: ``model.pt`` is a ``state_dict`` (loadable with
-``torch.load(weights_only=True)``), ``model.json`` says how to rebuild and feed it.
+What a model directory holds and where it lives: ``trainer/model_dir.py``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -17,9 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainer.data import CLASS_NAMES, IMAGE_SIZE
-
-WEIGHTS_FILE = "model.pt"
-CARD_FILE = "model.json"
+from trainer.model_dir import CARD_FILE, FILES, WEIGHTS_FILE, ModelCard
 
 
 class LeNet(nn.Module):
@@ -152,21 +148,8 @@ def normalize(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
     return (images / 255.0 - mean) / std
 
 
-@dataclass
-class ModelCard:
-    """What ``model.json`` records next to the weights."""
-
-    architecture: str
-    class_names: list[str]
-    pixel_mean: float
-    pixel_std: float
-    metrics: dict[str, float] = field(default_factory=dict)
-    training: dict = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-
-
 def save_model_dir(model: nn.Module, directory: str | Path, card: ModelCard) -> Path:
-    """Write ``model.pt`` and ``model.json`` into ``directory`` (each atomically)."""
+    """Write the weights and the card into ``directory`` (each file atomically)."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     card.versions = {"torch": torch.__version__, **card.versions}
@@ -186,10 +169,10 @@ def load_model_dir(
 
     Raises:
         FileNotFoundError: a file of the model directory is missing.
-        ValueError: ``model.json`` is malformed or does not match the weights.
+        ValueError: the card is malformed or does not fit the weights.
     """
     directory = Path(directory)
-    for name in (WEIGHTS_FILE, CARD_FILE):
+    for name in FILES:
         if not (directory / name).is_file():
             raise FileNotFoundError(f"{directory}: no {name}; not a model directory")
     try:

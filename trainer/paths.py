@@ -24,7 +24,7 @@ def check_paths(config: TrainConfig) -> None:
     if config.data_dir and Path(config.data_dir).exists():
         _require_directory("--data-dir", Path(config.data_dir))
     for flag, directory in (
-        ("--model-dir", config.model_output_dir),
+        ("--model-dir", config.model_dir),
         ("--checkpoint-dir", config.checkpoint_dir),
     ):
         if directory:

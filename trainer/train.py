@@ -22,7 +22,8 @@ from trainer.distributed import (
     broadcast_buffers,
 )
 from trainer.metrics import format_metric_line
-from trainer.model import ModelCard, normalize, save_model_dir, saved_network, training_network
+from trainer.model import normalize, save_model_dir, saved_network, training_network
+from trainer.model_dir import ModelCard
 from trainer.progress import Progress
 from trainer.step import (
     GraphedStep,
@@ -234,7 +235,7 @@ class Trainer:
                 handle.write(line + "\n")
 
     def _save_model(self, final: dict) -> None:
-        out = self.config.model_output_dir
+        out = self.config.model_dir
         if not (self.context.is_main and out):
             return
         card = ModelCard(

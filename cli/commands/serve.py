@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from cli.errors import UsageError
+from trainer.model_dir import FILES, is_model_dir
 
 DEFAULT_RUN_DIR = Path("runs") / "latest"
 DEFAULT_PORT = 8080  # KServe's
@@ -49,7 +50,7 @@ def serve(args: argparse.Namespace) -> int:
     from components.runtime.local_predictor import PredictorError, running_predictor
     from components.runtime.signals import terminate_on_sigterm
     from serving.defaults import MODEL_NAME
-    from serving.model_dir import ModelDirError, load_served_model
+    from serving.loader import ModelDirError, load_served_model
 
     model_dir = find_model_dir(args.run_dir)
     check_port(args.port)
@@ -81,12 +82,12 @@ def find_model_dir(path: Path) -> Path:
         raise UsageError(f"{path}: no such run or model directory{hint}")
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory (give a run or model directory)")
-    if (path / "model.json").exists() or (path / "model.pt").exists():
+    if is_model_dir(path):
         return path
     models = sorted(path.glob(RUN_MODEL_GLOB), key=lambda each: each.stat().st_mtime)
     if not models:
         raise UsageError(
-            f"{path}: neither a model directory (model.pt, model.json) nor a run directory "
+            f"{path}: neither a model directory ({', '.join(FILES)}) nor a run directory "
             f"with a trained model ({RUN_MODEL_GLOB})"
         )
     return models[-1]

@@ -141,8 +141,8 @@ def apply(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Namesp
     """Check the namespace, stage the data, create the Experiment, redraw the trial table."""
     from cli.staging import check_namespace, run_staging_pod
     from components.runtime import katib
+    from components.runtime.discovery import find_target
     from components.runtime.kube import CONNECT_ONCE, KubeClient, current_namespace
-    from components.runtime.launcher import find_target
 
     with kubernetes_errors(missing="Katib"):
         kube = KubeClient.connect(CONNECT_ONCE)

@@ -20,11 +20,12 @@ import functools
 
 from components.runtime.kube import KubeClient
 from components.specs.compat import (
+    DEFAULT_TRAINER_GENERATION,
     KSERVE_NEW_NAMES_FIELD,
     KUEUE_VERSIONS,
     TRAINER_GENERATION_FIELDS,
 )
-from components.specs.kinds import INFERENCESERVICE, PYTORCHJOB, TRAINJOB, CustomResource
+from components.specs.kinds import INFERENCESERVICE, PYTORCHJOB, TRAINJOB, CustomResource, Target
 
 INSTALL_HINT = (
     "install the Kubeflow Training Operator v1.9 (PyTorchJob) or Kubeflow Trainer v2 "
@@ -59,6 +60,13 @@ def choose_job_api(kube: KubeClient, job_api: str) -> str:
     else:
         missing = f"no {_crd(resources[job_api])} (job_api={job_api})"
     raise ClusterMismatch(f"this cluster serves {missing}; {INSTALL_HINT}")
+
+
+def find_target(kube: KubeClient, job_api: str) -> Target:
+    """The job API to use (``auto`` asks the cluster) and, for TrainJob, its generation."""
+    api = choose_job_api(kube, job_api)
+    generation = trainjob_generation(kube) if api == "trainjob" else DEFAULT_TRAINER_GENERATION
+    return Target(api, generation)
 
 
 @functools.cache  # one discovery per client: what a cluster serves holds for a step's life

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from components.runtime.kube import KubeClient
-from components.runtime.launcher import Target, find_target
-from components.runtime.objects import create_or_adopt
+from components.runtime.discovery import find_target
+from components.runtime.kube import KubeClient, current_namespace
+from components.runtime.objects import create_or_adopt, run_object_name
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.volumes import stage_dataset
 from components.runtime.waiting import condition_summary, true_conditions, wait_until
 from components.specs import katib_experiment
-from components.specs.kinds import EXPERIMENT, TRIAL
+from components.specs.kinds import EXPERIMENT, TRIAL, Target
 from components.specs.params import TrainingJob
 from components.specs.pods import Placement, TrainerFlags, WorkPaths
 from components.specs.sweep import Sweep, Trial, assignment, trial_table
@@ -210,3 +210,25 @@ def tune(
     )
     print(f"best trial {best.name}: {best.assignment}, accuracy {best.accuracy:.4f}", flush=True)
     return replace(job, **best.assignment), best.accuracy
+
+
+def tune_job(
+    job: TrainingJob,
+    sweep: Sweep,
+    dataset_dir: str,
+    workspace_path: str,
+    run_id: str,
+    placement: Placement,
+) -> tuple[dict, float]:
+    """The tune step: the training job with the best trial's values, and its accuracy."""
+    best, accuracy = tune(
+        job,
+        sweep,
+        dataset_dir,
+        workspace_path,
+        current_namespace(),
+        run_object_name("fmnist-tune", run_id),
+        placement,
+        KubeClient.connect(),
+    )
+    return best.to_dict(), accuracy

@@ -1,8 +1,8 @@
 """Serve a model with KServe: publish it, apply the InferenceService, wait until it serves.
 
-The run's workspace is deleted with the run, so the model is copied onto a PVC that
-outlives it (mounted in the deploy step at MODEL_STORE_MOUNT); the service reads it
-through ``STORAGE_URI=pvc://<pvc>/<model>/<run>``, a path unique to the run.
+The run's workspace is deleted with the run, so the model directory is copied onto the
+model volume, which outlives it, at a path unique to the run; the service reads it through
+its ``STORAGE_URI`` (trainer/model_dir.py says where each of these is).
 
 Ready is not enough on a redeploy: in Standard (raw) mode KServe copies
 ``observedGeneration`` from the predictor Deployment and keeps Ready=True while the old
@@ -19,19 +19,17 @@ rejects any value that differs from ``status.deploymentMode`` (kserve
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from components.runtime.discovery import kserve_uses_legacy_names
 from components.runtime.kube import KubeClient, apply, current_namespace
 from components.runtime.signals import terminate_on_sigterm
-from components.runtime.volumes import copy_to_volume
+from components.runtime.volumes import publish_model
 from components.runtime.waiting import condition_summary, follow, true_conditions
 from components.specs.compat import canonical_deployment_mode, deployment_mode_name
-from components.specs.inferenceservice import PREDICTOR_CONTAINER, inference_service, storage_uri
+from components.specs.inferenceservice import PREDICTOR_CONTAINER, inference_service
 from components.specs.kinds import INFERENCESERVICE
 from components.specs.params import Serving
+from trainer.model_dir import pvc_uri
 
-MODEL_STORE_MOUNT = "/mnt/model-store"  # where the pipeline mounts the model_pvc
 POLL_SECONDS = 5.0
 ISVC_LABEL = "serving.kserve.io/inferenceservice"  # on the predictor's Deployment and pods
 SOURCE_URI_ANNOTATION = "internal.serving.kserve.io/storage-initializer-sourceuri"
@@ -52,13 +50,6 @@ LOG_LINES = 20
 
 class DeployFailed(RuntimeError):
     """The new model cannot serve, or the request cannot be applied."""
-
-
-def publish_model(model_dir: str, store_root: str, model_name: str, run_id: str) -> str:
-    """Copy the model to ``<store_root>/<model_name>/<run_id>``; return that path relative."""
-    relative = f"{model_name}/{run_id}"
-    copy_to_volume(model_dir, Path(store_root) / relative, "model volume")
-    return relative
 
 
 def mode_annotation(serving: Serving, live: dict | None, legacy: bool) -> str:
@@ -86,10 +77,10 @@ class RolloutWatch:
     """One poll of a deploy: has the new model taken over, or can it never start?"""
 
     def __init__(
-        self, kube: KubeClient, namespace: str, serving: Serving, uri: str, generation: int
+        self, kube: KubeClient, namespace: str, serving: Serving, storage_uri: str, generation: int
     ):
         self.kube, self.namespace, self.serving = kube, namespace, serving
-        self.uri, self.generation, self.last = uri, generation, None
+        self.storage_uri, self.generation, self.last = storage_uri, generation, None
         self.name = serving.model_name
 
     def check(self) -> dict | None:
@@ -123,14 +114,14 @@ class RolloutWatch:
         new = [
             d
             for d in self.kube.list_deployments(self.namespace, selector)
-            if _serves(d.spec.template.metadata, d.spec.template.spec, self.uri)
+            if _serves(d.spec.template.metadata, d.spec.template.spec, self.storage_uri)
         ]
         replicas = self.serving.serving_min_replicas
         return bool(new) and all(_rolled_out(deployment, replicas) for deployment in new)
 
     def _check_predictor_pods(self) -> None:
         for pod in self.kube.list_pods(self.namespace, f"{ISVC_LABEL}={self.name}"):
-            if not _serves(pod.metadata, pod.spec, self.uri):
+            if not _serves(pod.metadata, pod.spec, self.storage_uri):
                 continue  # an old pod, going away
             for status in pod.status.container_statuses or []:
                 reason = _stuck(status)
@@ -149,7 +140,7 @@ class RolloutWatch:
         return "\n".join(text.splitlines()[-LOG_LINES:]) or "(empty)"
 
 
-def _serves(metadata, pod_spec, uri: str) -> bool:
+def _serves(metadata, pod_spec, storage_uri: str) -> bool:
     """Whether a pod (or pod template) runs the predictor for this STORAGE_URI.
 
     KServe records the URI in an annotation; its pod mutator then rewrites the container's
@@ -159,11 +150,12 @@ def _serves(metadata, pod_spec, uri: str) -> bool:
     """
     annotations = (metadata.annotations if metadata else None) or {}
     if annotations.get(SOURCE_URI_ANNOTATION):
-        return annotations[SOURCE_URI_ANNOTATION] == uri
+        return annotations[SOURCE_URI_ANNOTATION] == storage_uri
     for container in pod_spec.containers or []:
         if container.name == PREDICTOR_CONTAINER:
             return any(
-                env.name == "STORAGE_URI" and env.value == uri for env in container.env or []
+                env.name == "STORAGE_URI" and env.value == storage_uri
+                for env in container.env or []
             )
     return False
 
@@ -229,18 +221,18 @@ def deploy_to_kserve(
     serving: Serving, model_dir: str, run_id: str, kube: KubeClient | None = None
 ) -> str:
     """Publish the model, apply the InferenceService, wait until it serves; return its URL."""
-    relative = publish_model(model_dir, MODEL_STORE_MOUNT, serving.model_name, run_id)
-    return serve_uri(serving, storage_uri(serving.model_pvc, relative), kube)
+    store_path = publish_model(model_dir, serving.model_name, run_id)
+    return serve(serving, pvc_uri(serving.model_pvc, store_path), kube)
 
 
-def serve_uri(
+def serve(
     serving: Serving,
-    uri: str,
+    storage_uri: str,
     kube: KubeClient | None = None,
     namespace: str | None = None,
     metadata: tuple[dict, dict] = ({}, {}),
 ) -> str:
-    """Apply the InferenceService serving ``uri``, wait until it serves; return its URL.
+    """Apply the InferenceService serving ``storage_uri``, wait until it serves; its URL.
 
     ``metadata`` is the labels and annotations to add (a registered version's ids).
     """
@@ -249,7 +241,7 @@ def serve_uri(
     live = kube.get(INFERENCESERVICE, namespace, serving.model_name)
     annotation = mode_annotation(serving, live, kserve_uses_legacy_names(kube))
     body = inference_service(
-        serving=serving, namespace=namespace, uri=uri, mode_annotation=annotation
+        serving=serving, namespace=namespace, storage_uri=storage_uri, mode_annotation=annotation
     )
     labels, annotations = metadata
     if labels:
@@ -257,10 +249,12 @@ def serve_uri(
     body["metadata"]["annotations"].update(annotations)
     applied = apply(kube, INFERENCESERVICE, body, live)
     print(
-        f"applied InferenceService {namespace}/{serving.model_name} ({annotation}), serving {uri}",
+        f"applied InferenceService {namespace}/{serving.model_name} ({annotation}), "
+        f"serving {storage_uri}",
         flush=True,
     )
-    watch = RolloutWatch(kube, namespace, serving, uri, applied["metadata"].get("generation", 1))
+    generation = applied["metadata"].get("generation", 1)
+    watch = RolloutWatch(kube, namespace, serving, storage_uri, generation)
     with terminate_on_sigterm():
         ready = follow(watch, serving.serving_timeout_seconds, poll_seconds=POLL_SECONDS)
     url = ready["status"].get("url", "")

@@ -128,7 +128,7 @@ def run_local_training(
     if missing:
         raise RuntimeError(f"{missing}: nothing was trained")
     paths = WorkPaths(
-        Path(dataset_dir), Path(model_dir), WorkPaths.under(workspace_path).checkpoints
+        Path(dataset_dir), Path(model_dir), WorkPaths.under(workspace_path).checkpoint_dir
     )
     command = torchrun_command(local_flags(job, paths), job.processes)
     print("running", " ".join(command[1:]), flush=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from components.runtime.registry import Registry, RegistryError, Version, version_properties
 from components.specs.kinds import INFERENCESERVICE
 from components.specs.params import Serving
+from trainer.model_dir import CARD_FILE, pvc_uri
 
 
 def register_run_model(
@@ -20,19 +21,17 @@ def register_run_model(
 ) -> Version:
     """Register the run's model as version ``run_id`` of ``serving.model_name``.
 
-    On a cluster the model is published to the model PVC first (the version's URI is
-    ``pvc://<model_pvc>/<model_name>/<run_id>``); locally the URI is the model directory.
+    On a cluster the model is published to the model volume first and the version's URI is
+    its ``STORAGE_URI`` there; locally the URI is the model directory.
     The registry is asked first, so a registry that does not answer changes nothing.
     """
     registry = Registry(serving.model_registry)
-    model_info = json.loads((Path(model_dir) / "model.json").read_text())
+    model_info = json.loads((Path(model_dir) / CARD_FILE).read_text())
     properties = version_properties(metrics, model_info, run_id)
     if target == "cluster":
-        from components.runtime.kserve import MODEL_STORE_MOUNT, publish_model
-        from components.specs.inferenceservice import storage_uri
+        from components.runtime.volumes import publish_model
 
-        relative = publish_model(model_dir, MODEL_STORE_MOUNT, serving.model_name, run_id)
-        uri = storage_uri(serving.model_pvc, relative)
+        uri = pvc_uri(serving.model_pvc, publish_model(model_dir, serving.model_name, run_id))
     else:
         uri = str(Path(model_dir).resolve())
     version = registry.register(serving.model_name, run_id, uri, model_info, properties)
@@ -52,7 +51,7 @@ def deploy_registered(
     The InferenceService serves the version's URI and carries the registry's ids; the
     registry records which version the service now serves, and at which URL.
     """
-    from components.runtime.kserve import serve_uri
+    from components.runtime.kserve import serve
     from components.runtime.kube import KubeClient, current_namespace
     from components.runtime.registry import serving_metadata
 
@@ -69,7 +68,7 @@ def deploy_registered(
     record = registry.record_serving(version, namespace, serving.model_name)
     metadata = serving_metadata(version, record, registry.address)
     print(f"serving {serving.model_name} version {version.name} (id {version.id})", flush=True)
-    url = serve_uri(serving, version.uri, kube, namespace, metadata)
+    url = serve(serving, version.uri, kube, namespace, metadata)
     registry.record_url(record, url)
     return url
 

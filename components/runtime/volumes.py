@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from components.specs.pods import WorkPaths
+from trainer.model_dir import MODEL_STORE, store_path
 
 FIX = (
     "give the pipeline's pods fsGroup 10001 (apply k8s/pipelines to the cluster's Argo "
@@ -50,5 +51,12 @@ def copy_to_volume(source: str | Path, target: Path, volume: str) -> None:
 
 def stage_dataset(dataset_dir: str, paths: WorkPaths) -> None:
     """Copy the packed dataset into the workspace, where the job's pods can read it."""
-    copy_to_volume(dataset_dir, paths.data, "workspace")
-    paths.checkpoints.mkdir(parents=True, exist_ok=True)  # beside data/: writable now
+    copy_to_volume(dataset_dir, paths.data_dir, "workspace")
+    paths.checkpoint_dir.mkdir(parents=True, exist_ok=True)  # beside data/: writable now
+
+
+def publish_model(model_dir: str, model_name: str, run_id: str) -> str:
+    """Copy the model directory onto the model volume; return its path there (its store_path)."""
+    path = store_path(model_name, run_id)
+    copy_to_volume(model_dir, Path(MODEL_STORE) / path, "model volume")
+    return path

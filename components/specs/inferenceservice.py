@@ -35,7 +35,8 @@ from components.specs.pods import (
     pod_security_context,
     resources,
 )
-from serving.defaults import DRAIN_PATH, DRAIN_SECONDS, HTTP_PORT, MODEL_DIR
+from serving.defaults import DRAIN_PATH, DRAIN_SECONDS, HTTP_PORT
+from trainer.model_dir import SERVED
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 PREDICTOR_CONTAINER = "kserve-container"  # KServe's name for the predictor's main container
@@ -47,21 +48,16 @@ READINESS_PROBE = {
 }
 
 
-def storage_uri(pvc: str, path: str) -> str:
-    """``pvc://<pvc>/<path>``: what KServe mounts at /mnt/models."""
-    return f"pvc://{pvc}/{path}"
-
-
 def inference_service(
-    *, serving: Serving, namespace: str | None, uri: str, mode_annotation: str
+    *, serving: Serving, namespace: str | None, storage_uri: str, mode_annotation: str
 ) -> dict:
-    """The InferenceService named after the model, serving ``uri``.
+    """The InferenceService named after the model, serving the model at ``storage_uri``.
 
     ``mode_annotation`` is the deployment mode as the cluster's KServe spells it.
     """
     args = [
         f"--model_name={serving.model_name}",
-        f"--model_dir={MODEL_DIR}",
+        f"--model_dir={SERVED}",
         f"--http_port={HTTP_PORT}",
     ]
     if serving.serving_gpus:
@@ -71,7 +67,7 @@ def inference_service(
         "image": serving.serving_image,
         "command": ["python", "-m", "serving"],
         "args": args,
-        "env": [{"name": "STORAGE_URI", "value": uri}],
+        "env": [{"name": "STORAGE_URI", "value": storage_uri}],
         "ports": [{"containerPort": HTTP_PORT, "protocol": "TCP"}],
         "resources": resources(
             serving.serving_cpu,

@@ -23,7 +23,12 @@ from dataclasses import dataclass, replace
 
 from kubeflow.training import constants as training
 
-from components.specs.compat import JOB_NAME_LABELS, KUEUE_VERSIONS, RANK0_POD_LABELS
+from components.specs.compat import (
+    DEFAULT_TRAINER_GENERATION,
+    JOB_NAME_LABELS,
+    KUEUE_VERSIONS,
+    RANK0_POD_LABELS,
+)
 
 
 @dataclass(frozen=True)
@@ -108,3 +113,16 @@ TRAINJOB_KIND = JobKind(
     managed_by=("spec", "managedBy"),
 )
 JOB_KINDS = {"pytorchjob": PYTORCHJOB_KIND, "trainjob": TRAINJOB_KIND}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which API a training job goes to, and in what generation."""
+
+    api: str  # pytorchjob or trainjob
+    generation: str = DEFAULT_TRAINER_GENERATION  # the Trainer generation, for a TrainJob
+
+    @property
+    def kind(self) -> JobKind:
+        """What the launcher knows of this kind."""
+        return JOB_KINDS[self.api]

@@ -131,11 +131,6 @@ class ParameterSet:
         return cls(**{name: _coerce(value, hints[name]) for name, value in values.items()})
 
     @classmethod
-    def from_parameters(cls, values: dict):
-        """The set (checked) from a step's parameters: its fields' values, the rest ignored."""
-        return cls(**{item.name: values[item.name] for item in fields(cls)})
-
-    @classmethod
     def help(cls) -> dict[str, str]:
         """Each field's one-line help, by name."""
         return {item.name: item.metadata["help"] for item in fields(cls)}

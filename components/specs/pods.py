@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 
 from components.specs.names import quantity_value
 from components.specs.params import TrainingJob
+from trainer.model_dir import in_workspace
 
 # The two workspaces, each named once; a workspace volume is named after its mount point.
 # KFP's run workspace: what the driver mounts for dsl.WORKSPACE_PATH_PLACEHOLDER (kfp >= 2.14,
@@ -53,17 +54,17 @@ TRAINER_COMMAND = ["torchrun", "-m", "trainer"]  # torchrun reads the PET_* env 
 
 @dataclass(frozen=True)
 class WorkPaths:
-    """Where a training job reads the data and writes checkpoints and the model."""
+    """Where a training job reads the data and writes checkpoints and the model directory."""
 
-    data: Path
-    model: Path
-    checkpoints: Path
+    data_dir: Path
+    model_dir: Path
+    checkpoint_dir: Path
 
     @classmethod
     def under(cls, workspace: str | Path) -> WorkPaths:
-        """The training directories inside the run's workspace."""
-        root = Path(workspace) / "train"
-        return cls(root / "data", root / "model", root / "checkpoints")
+        """The training job's folders in the run's workspace, beside its model directory."""
+        model_dir = in_workspace(workspace)
+        return cls(model_dir.parent / "data", model_dir, model_dir.parent / "checkpoints")
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class TrainerFlags:
     """``python -m trainer`` flags set from the parameters (values may be Katib placeholders)."""
 
     data_dir: str  # packed dataset directory
-    model_dir: str  # where rank 0 writes model.pt + model.json
+    model_dir: str  # where rank 0 writes the model directory
     checkpoint_dir: str  # per-epoch checkpoint.pt: a restarted pod resumes from it
     recipe: dict = field(default_factory=dict)  # TrainingJob.recipe: --<name>=<value> each
     train_limit: int | str | None = None  # None: the whole split
@@ -82,9 +83,9 @@ class TrainerFlags:
     def for_job(cls, job: TrainingJob, paths: WorkPaths) -> TrainerFlags:
         """The flags of a training job whose data is already the packed slice."""
         return cls(
-            data_dir=str(paths.data),
-            model_dir=str(paths.model),
-            checkpoint_dir=str(paths.checkpoints),
+            data_dir=str(paths.data_dir),
+            model_dir=str(paths.model_dir),
+            checkpoint_dir=str(paths.checkpoint_dir),
             recipe=job.recipe,
         )
 

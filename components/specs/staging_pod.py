@@ -37,7 +37,7 @@ print(f"packed {manifest['counts']} into {out} from {manifest['source']}")
 
 def staging_pod(name: str, namespace: str, pvc: str, image: str, data: DataSlice) -> dict:
     """A pod that packs the data slice onto ``pvc`` at ``train/data``, restricted."""
-    target = str(WorkPaths.under(WORKSPACE_MOUNT_PATH).data)
+    target = str(WorkPaths.under(WORKSPACE_MOUNT_PATH).data_dir)
     container = {
         "name": "stage",
         "image": image,

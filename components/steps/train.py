@@ -44,9 +44,17 @@ def train(
         workspace_pvc: The PVC holding the workspace, on backends without a run workspace;
             empty: the workspace volume is in ``task_config``.
     """
-    from components.runtime.train_and_tune import train_model
+    from components.specs.params import TrainingJob, check_target
 
-    train_model(
-        job, target, dataset.path, model.path, workspace_path, run_id, task_config, workspace_pvc
-    )
+    training = TrainingJob.from_dict(job)
+    if check_target(target) == "local":
+        from components.runtime.local_train import run_local_training
+
+        run_local_training(training, dataset.path, model.path, workspace_path)
+    else:
+        from components.runtime.launcher import run_training_job
+        from components.specs.pods import step_placement
+
+        placement = step_placement(task_config, workspace_path, workspace_pvc)
+        run_training_job(training, dataset.path, model.path, workspace_path, run_id, placement)
     model.metadata.update({"framework": "pytorch", "target": target, "epochs": job["epochs"]})

@@ -44,7 +44,7 @@ def tune(
         job: The training job with the best trial's lr, epochs (and momentum).
         accuracy: The best trial's test accuracy.
     """
-    from components.runtime.train_and_tune import tune_job
+    from components.runtime.katib import tune_job
     from components.specs.params import TrainingJob
     from components.specs.pods import step_placement
     from components.specs.sweep import Sweep

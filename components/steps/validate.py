@@ -5,8 +5,8 @@ fails the run here, before any data is packed, with a message naming the paramet
 its allowed range. On a cluster they also check that the cluster can run the set.
 
 A KFP component's parameters must be written out in its source, so each signature lists
-its set's fields (tests/components/test_params.py checks they are the same, in order and
-type); the body hands them to the set (``from_parameters``), so nothing else names them.
+its set's fields and the body hands each to the set by name (tests/components/test_params.py
+checks both against the set's fields).
 """
 
 # KFP reads the steps' annotations at run time and rejects PEP 604 unions (float | None).
@@ -52,7 +52,27 @@ def validate_training(
     from components.runtime.checks import check_training_on_cluster
     from components.specs.params import TrainingJob, check_target
 
-    job = TrainingJob.from_parameters(locals())
+    job = TrainingJob(
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        momentum=momentum,
+        optimizer=optimizer,
+        workers=workers,
+        nproc_per_node=nproc_per_node,
+        gpus_per_worker=gpus_per_worker,
+        gpu_resource=gpu_resource,
+        cpu=cpu,
+        memory=memory,
+        shm_size=shm_size,
+        queue_name=queue_name,
+        priority_class=priority_class,
+        timeout_seconds=timeout_seconds,
+        job_api=job_api,
+        trainjob_runtime=trainjob_runtime,
+        trainer_image=trainer_image,
+        trainer_cpu_image=trainer_cpu_image,
+    )
     if check_target(target) == "cluster":
         api = check_training_on_cluster(job)
         print(f"the cluster serves {api}s; queue {job.queue}; trainer image {job.image}")
@@ -84,7 +104,21 @@ def validate_serving(
     from components.runtime.checks import check_serving_on_cluster
     from components.specs.params import Serving, check_target
 
-    serving = Serving.from_parameters(locals())
+    serving = Serving(
+        min_accuracy=min_accuracy,
+        model_name=model_name,
+        model_pvc=model_pvc,
+        serving_min_replicas=serving_min_replicas,
+        serving_max_replicas=serving_max_replicas,
+        serving_cpu=serving_cpu,
+        serving_memory=serving_memory,
+        serving_gpus=serving_gpus,
+        serving_gpu_resource=serving_gpu_resource,
+        serving_timeout_seconds=serving_timeout_seconds,
+        deployment_mode=deployment_mode,
+        serving_image=serving_image,
+        model_registry=model_registry,
+    )
     if check_target(target) == "cluster":
         print(f"serving {serving.model_name} in namespace {check_serving_on_cluster(serving)}")
     return serving.to_dict()
@@ -116,5 +150,22 @@ def validate_sweep(
     """
     from components.specs.sweep import Sweep
 
-    sweep = Sweep.from_parameters(locals())
+    sweep = Sweep(
+        algorithm=algorithm,
+        lr_min=lr_min,
+        lr_max=lr_max,
+        epochs_min=epochs_min,
+        epochs_max=epochs_max,
+        sweep_timeout_seconds=sweep_timeout_seconds,
+        max_trials=max_trials,
+        parallel_trials=parallel_trials,
+        max_failed_trials=max_failed_trials,
+        lr_step=lr_step,
+        epochs_step=epochs_step,
+        momentum_min=momentum_min,
+        momentum_max=momentum_max,
+        momentum_step=momentum_step,
+        goal=goal,
+        seed=seed,
+    )
     return sweep.to_dict()

@@ -125,7 +125,7 @@ def workspace(tmp_path) -> Path:
     kwok plays the job's pods, so nothing writes the model: it is there from the start.
     """
     root = tmp_path / "kfp-workspace"
-    model = WorkPaths.under(root).model
+    model = WorkPaths.under(root).model_dir
     model.mkdir(parents=True)
     (model / "model.pt").write_bytes(b"weights")
     (model / "model.json").write_text("{}")

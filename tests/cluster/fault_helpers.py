@@ -23,8 +23,9 @@ import kubernetes
 import pytest
 from real_pods import bind_workspace, describe_pods, harness_module
 
-from components.runtime.train_and_tune import train_model
+from components.runtime.launcher import run_training_job
 from components.specs.params import TrainingJob
+from components.specs.pods import workspace_placement
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 ROLE_LABEL = "training.kubeflow.org/replica-type"
@@ -56,14 +57,14 @@ class Training:
 
     def start(self) -> Training:
         workspace = bind_workspace(self.core, self.namespace, self.workspace_name)
-        args = (self.job.to_dict(), "cluster", str(self.packed), str(self.model_dir))
-        args += (str(workspace.path), uuid.uuid4().hex[:8])
+        args = (self.job, str(self.packed), str(self.model_dir), str(workspace.path))
+        args += (uuid.uuid4().hex[:8], workspace_placement(workspace.pvc, str(workspace.path)))
         self.workspace = workspace
 
         def step():
             try:
                 with contextlib.redirect_stdout(self.out):
-                    train_model(*args, task_config=None, workspace_pvc=workspace.pvc)
+                    run_training_job(*args)
             except BaseException as error:  # noqa: BLE001 - handed to the test by wait()
                 self.error = error
 

@@ -55,7 +55,7 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 )
 
 from components.runtime import waiting
-from components.runtime.lost_nodes import NODE_LOST_SECONDS, NodeLost
+from components.runtime.watchers.lost_nodes import NODE_LOST_SECONDS, NodeLost
 from trainer.data import pack
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]

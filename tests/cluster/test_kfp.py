@@ -52,6 +52,7 @@ from kfp_helpers import (
 )
 
 from components.runtime.ports import free_port
+from trainer.model_dir import MODEL_STORE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kfp]
 
@@ -59,7 +60,6 @@ RELEASE = "2.15.0"
 DRIVER_IMAGE = f"ghcr.io/kubeflow/kfp-driver:{RELEASE}"  # V2_DRIVER_IMAGE of the manifests
 LAUNCHER_IMAGE = f"ghcr.io/kubeflow/kfp-launcher:{RELEASE}"  # V2_LAUNCHER_IMAGE
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-MODEL_STORE_MOUNT = "/mnt/model-store"  # components/runtime/kserve.py
 SWF_LABEL = "scheduledworkflows.kubeflow.org/scheduledWorkflowName"  # consts.go
 
 
@@ -174,7 +174,7 @@ def test_submit_creates_the_argo_workflow(
     publishers = ["deploy", "register-model", "deploy-2"]  # the steps on the model PVC
     for step in publishers:
         (mount,) = json.loads(arguments[f"kubernetes-comp-{step}"])["pvcMount"]
-        assert mount["mountPath"] == MODEL_STORE_MOUNT
+        assert mount["mountPath"] == MODEL_STORE
         model_pvc = {"componentInputParameter": "pipelinechannel--model_pvc"}
         assert mount["pvcNameParameter"] == model_pvc
     assert {n for n in arguments if n.startswith("kubernetes-")} == {

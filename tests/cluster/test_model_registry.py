@@ -53,7 +53,7 @@ from test_real_components import (  # noqa: F401  (pipeline_spec: the compiled p
 )
 from test_real_serving import STORE, known_images, local_probabilities  # noqa: F401
 
-from components.runtime import kserve
+from components.runtime import volumes
 from components.runtime.ports import free_port
 from components.runtime.registry import MODEL_VERSION_LABEL, Registry
 from components.specs import pods
@@ -61,6 +61,7 @@ from components.specs.params import Serving
 from components.steps.deploy import deploy
 from components.steps.register import register_model
 from serving.defaults import MODEL_NAME
+from trainer.model_dir import MODEL_STORE
 
 pytestmark = [pytest.mark.cluster, pytest.mark.model_registry]
 BUILD = Path(__file__).resolve().parents[2] / "build" / "cluster"
@@ -166,7 +167,7 @@ def test_models_deploy_rolls_the_predictor_back_to_the_first_version(
 ):
     images, _ = known_images
     store = bind_workspace(core, namespace, STORE)
-    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(store.path))
+    monkeypatch.setattr(volumes, "MODEL_STORE", str(store.path))
     serving = Serving(model_pvc=STORE, serving_timeout_seconds=420, model_registry=registry_address)
     models = {"run-a": trained_model_dir, "run-b": train_second_model(packed_small, tmp_path)}
     runs = {run: f"{run}-{uuid.uuid4().hex[:6]}" for run in models}
@@ -248,7 +249,7 @@ def test_the_register_step_runs_in_its_pod_as_the_launcher_starts_it(
         workspace.pvc,
     )  # fmt: skip
     body["spec"]["volumes"].append(pods.pvc_volume("model-store", STORE))
-    mount = {"name": "model-store", "mountPath": kserve.MODEL_STORE_MOUNT}
+    mount = {"name": "model-store", "mountPath": MODEL_STORE}
     body["spec"]["containers"][0]["volumeMounts"].append(mount)
     log = run_pod(core, namespace, body)
 

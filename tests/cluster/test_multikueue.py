@@ -35,9 +35,9 @@ import yaml
 from cluster_helpers import account_kubeconfig, condition, remote_job, wait_for
 from step_helpers import job_name, pytorchjob, run_train, workload_of
 
-from components.runtime.launcher import JobFailed
-from components.runtime.multicluster import MULTIKUEUE, WORKER_KUBECONFIGS
+from components.runtime.job_poll import JobFailed
 from components.runtime.signals import Terminated
+from components.runtime.watchers.multikueue import MULTIKUEUE, WORKER_KUBECONFIGS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("quick_polls")]
 REPO = Path(__file__).resolve().parents[2]

@@ -39,7 +39,8 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
     real_namespace,
 )
 
-from components.runtime.train_and_tune import train_model, tune_job
+from components.runtime.katib import tune_job
+from components.runtime.launcher import run_training_job
 from components.specs.params import TrainingJob
 from components.specs.pods import workspace_placement
 from components.specs.sweep import Sweep
@@ -86,15 +87,13 @@ def train_for_real(
     model_dir = tmp_path / "model"
     with PodRecorder(core, namespace, JOB_PODS[job_api]) as recorded:
         try:
-            train_model(
-                job.to_dict(),
-                "cluster",
+            run_training_job(
+                job,
                 str(packed_slice),
                 str(model_dir),
                 str(workspace.path),
                 uuid.uuid4().hex[:8],
-                task_config=None,
-                workspace_pvc=workspace.pvc,
+                workspace_placement(workspace.pvc, str(workspace.path)),
             )
         except BaseException:
             print(describe_pods(core, namespace))

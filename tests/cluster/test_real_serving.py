@@ -47,11 +47,12 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
     real_namespace,
 )
 
-from components.runtime import kserve
+from components.runtime import kserve, volumes
 from components.specs.inferenceservice import PREDICTOR_CONTAINER
 from components.specs.params import Serving
 from components.specs.pods import IMAGE_USER, container_security_context, pod_security_context
-from serving.defaults import HTTP_PORT, MODEL_DIR, MODEL_NAME
+from serving.defaults import HTTP_PORT, MODEL_NAME
+from trainer.model_dir import SERVED
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 IMAGES = 16  # known test images per request
@@ -84,7 +85,7 @@ def local_probabilities(model_dir, images: np.ndarray) -> np.ndarray:
     """What the model directory predicts here, with the predictor's own loader, [N, 10]."""
     import torch
 
-    from serving.model_dir import load_served_model
+    from serving.loader import load_served_model
     from trainer.model import normalize
 
     net, card = load_served_model(model_dir)
@@ -165,7 +166,7 @@ def test_the_serving_image_answers_v1_and_v2_from_the_pvc(
     expected = local_probabilities(trained_model_dir, images)
     started = time.monotonic()
     store = bind_workspace(core, namespace, STORE)
-    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(store.path))  # the step's PVC mount
+    monkeypatch.setattr(volumes, "MODEL_STORE", str(store.path))  # the step's PVC mount
     run_id = f"run-{uuid.uuid4().hex[:6]}"
     deploy_for_real(namespace, core, trained_model_dir, run_id)
     deployed = time.monotonic()
@@ -185,13 +186,13 @@ def test_the_serving_image_answers_v1_and_v2_from_the_pvc(
     assert not pod.spec.init_containers
     assert [c.name for c in pod.spec.containers] == [PREDICTOR_CONTAINER]
     (container,) = pod.spec.containers
-    (mount,) = [m for m in container.volume_mounts if m.mount_path == MODEL_DIR]
+    (mount,) = [m for m in container.volume_mounts if m.mount_path == SERVED]
     assert (mount.sub_path, mount.read_only) == (f"{MODEL_NAME}/{run_id}", True)
     claims = {v.name: v.persistent_volume_claim for v in pod.spec.volumes}
     assert claims[mount.name].claim_name == STORE
     assert container.readiness_probe.tcp_socket.port == HTTP_PORT
     assert container.readiness_probe.period_seconds == 1  # ours, kept by KServe
-    assert {e.name: e.value for e in container.env}["STORAGE_URI"] == MODEL_DIR
+    assert {e.name: e.value for e in container.env}["STORAGE_URI"] == SERVED
     # Our securityContext, unchanged by KServe, and what the real process runs as.
     client = core.api_client
     assert client.sanitize_for_serialization(container.security_context) == (

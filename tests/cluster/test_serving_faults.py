@@ -37,11 +37,12 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 )
 from test_real_serving import STORE, local_probabilities
 
-from components.runtime import kserve
+from components.runtime import kserve, volumes
 from components.specs.inferenceservice import PREDICTOR_CONTAINER
 from components.specs.params import Serving
 from serving.defaults import MODEL_NAME
-from trainer.model import ModelCard, build_model, save_model_dir
+from trainer.model import build_model, save_model_dir
+from trainer.model_dir import ModelCard
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 CLIENTS = 8  # half speak v1, half v2
@@ -150,7 +151,7 @@ def labels_of(model_dir, images) -> tuple:
 def two_replicas(as_pipeline, namespace, core, monkeypatch, trained_model_dir) -> Serving:
     """The first model served by two replicas of half a CPU each; the serving set."""
     store = bind_workspace(core, namespace, STORE)
-    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(store.path))
+    monkeypatch.setattr(volumes, "MODEL_STORE", str(store.path))
     serving = Serving(
         model_pvc=STORE,
         serving_min_replicas=2,

@@ -23,9 +23,11 @@ from cluster_helpers import condition, wait_for
 from kfp import dsl
 from step_helpers import job_name, pytorchjob, run_train, workload_of
 
-from components.runtime import kserve, launcher
-from components.runtime.launcher import JobFailed, JobStuck
+from components.runtime import volumes
+from components.runtime.job_poll import JobFailed
 from components.runtime.signals import Terminated
+from components.runtime.watchers import kueue
+from components.runtime.watchers.kueue import JobStuck
 from components.specs.params import Serving, TrainingJob
 from components.specs.pods import GPU_TOLERATION, WorkPaths
 from components.steps.deploy import deploy
@@ -114,7 +116,7 @@ def test_trainjob_follows_the_trainer_generation(
     Trainer v2.1.0 under Kueue v0.19.2 never starts it (Kueue writes spec.runtimePatches:
     kueue v0.19.2 pkg/controller/jobs/trainjob/trainjob_controller.go), and the step fails
     with that reason instead of waiting out its timeout, freeing the quota."""
-    monkeypatch.setattr(launcher, "STUCK_SECONDS", 10)
+    monkeypatch.setattr(kueue, "STUCK_SECONDS", 10)
     run_id = f"tj-{uuid.uuid4().hex[:8]}"
     if cluster_state.get("trainer") == "v2.1.0":
         with pytest.raises(JobStuck, match="admitted by Kueue .* but is still suspended"):
@@ -300,14 +302,14 @@ def model_store(namespace, core, tmp_path, monkeypatch):
             },
         },
     )
-    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(tmp_path / "store"))
+    monkeypatch.setattr(volumes, "MODEL_STORE", str(tmp_path / "store"))
     yield
     core.delete_persistent_volume(volume)
 
 
 def run_deploy(workspace: Path, run_id: str) -> str:
     return deploy.python_func(
-        model=dsl.Model(uri=str(WorkPaths.under(workspace).model)),
+        model=dsl.Model(uri=str(WorkPaths.under(workspace).model_dir)),
         dataset=dsl.Dataset(uri=str(workspace.parent / "dataset")),
         serving=Serving(serving_timeout_seconds=180).to_dict(),
         target="cluster",

@@ -8,7 +8,7 @@ import pytest
 from pss import violations
 
 from components.specs.compat import deployment_mode_name
-from components.specs.inferenceservice import inference_service, storage_uri
+from components.specs.inferenceservice import inference_service
 from components.specs.karmada import propagation_policy
 from components.specs.params import Serving, TrainingJob
 from components.specs.pods import GPU_TOLERATION, Placement, TrainerFlags, pvc_volume, volume_mount
@@ -16,6 +16,7 @@ from components.specs.pytorchjob import pytorchjob
 from components.specs.training_job import training_job
 from components.specs.trainjob import trainjob
 from serving.defaults import DRAIN_SECONDS
+from trainer.model_dir import pvc_uri
 
 FLAGS = TrainerFlags(
     data_dir="/ws/train/data",
@@ -278,9 +279,9 @@ def test_mode_names_follow_the_kserve_release(mode, legacy, written):
 
 def test_inference_service_exact_object(validate_crd, validate_crd_at):
     serving = Serving(serving_image="serving:1", serving_gpus=1)
-    uri = storage_uri("fmnist-models", "fashion-mnist/run-1")
+    uri = pvc_uri("fmnist-models", "fashion-mnist/run-1")
     built = inference_service(
-        serving=serving, namespace="team-a", uri=uri, mode_annotation="Standard"
+        serving=serving, namespace="team-a", storage_uri=uri, mode_annotation="Standard"
     )
     assert built == {
         "apiVersion": "serving.kserve.io/v1beta1",
@@ -356,7 +357,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
 def test_the_predictor_asks_for_the_serving_gpu_resource(changes, limits, validate_crd):
     serving = Serving(**changes, serving_image="serving-cuda:1")  # the default one is CPU-only
     built = inference_service(
-        serving=serving, namespace="team-a", uri="pvc://m/x", mode_annotation="Standard"
+        serving=serving, namespace="team-a", storage_uri="pvc://m/x", mode_annotation="Standard"
     )
     validate_crd(built)
     (container,) = built["spec"]["predictor"]["containers"]
@@ -366,7 +367,7 @@ def test_the_predictor_asks_for_the_serving_gpu_resource(changes, limits, valida
 def test_the_predictor_asks_for_the_serving_cpu_and_memory(validate_crd):
     serving = Serving(serving_cpu="500m", serving_memory="1Gi")
     built = inference_service(
-        serving=serving, namespace="team-a", uri="pvc://m/x", mode_annotation="Standard"
+        serving=serving, namespace="team-a", storage_uri="pvc://m/x", mode_annotation="Standard"
     )
     validate_crd(built)
     (container,) = built["spec"]["predictor"]["containers"]
@@ -381,7 +382,7 @@ def test_a_standard_predictor_drains_before_it_stops(mode, drains, validate_crd)
     still has 30 s to stop. Knative's queue-proxy drains its pods itself."""
     serving = Serving(deployment_mode=mode)
     built = inference_service(
-        serving=serving, namespace="team-a", uri="pvc://m/x", mode_annotation=mode
+        serving=serving, namespace="team-a", storage_uri="pvc://m/x", mode_annotation=mode
     )
     validate_crd(built)
     predictor = built["spec"]["predictor"]
@@ -400,7 +401,10 @@ def test_a_standard_predictor_is_probed_every_second(mode, probed, validate_crd)
     v0.15.2 reconcilers/deployment/deployment_reconciler.go setDefaultPodSpec): a started
     predictor waited up to 10 s to join its Service. Knative probes on its own."""
     built = inference_service(
-        serving=Serving(deployment_mode=mode), namespace="a", uri="pvc://m/x", mode_annotation=mode
+        serving=Serving(deployment_mode=mode),
+        namespace="a",
+        storage_uri="pvc://m/x",
+        mode_annotation=mode,
     )
     validate_crd(built)
     (container,) = built["spec"]["predictor"]["containers"]

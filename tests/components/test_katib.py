@@ -84,7 +84,7 @@ def step(tmp_path, packed_small, monkeypatch, fake_k8s):
     """Call the tune step as the KFP launcher would; return its outputs."""
     monkeypatch.setattr(waiting, "POLL_SECONDS", 0.01)
     monkeypatch.setattr(katib, "POLL_SECONDS", 0.01)
-    monkeypatch.setattr("components.runtime.train_and_tune.current_namespace", lambda: "team-a")
+    monkeypatch.setattr("components.runtime.katib.current_namespace", lambda: "team-a")
     workspace = tmp_path / "kfp-workspace"
     task_config = dsl.TaskConfig(
         volumes=[

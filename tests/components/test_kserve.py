@@ -29,7 +29,7 @@ from kubernetes.client import (
     V1PodStatus,
 )
 
-from components.runtime import kserve, waiting
+from components.runtime import kserve, volumes, waiting
 from components.runtime.kserve import DeployFailed, RolloutWatch
 from components.runtime.kube import KubeClient
 from components.specs.params import ParamError, Serving
@@ -76,7 +76,7 @@ def step(tmp_path, monkeypatch, fake_k8s, crd_schemas):
     fake_k8s.serve_schema(ISVC, "InferenceService", crd_schemas[(ISVC, "InferenceService")])
     monkeypatch.setattr(waiting, "POLL_SECONDS", 0.01)
     monkeypatch.setattr(kserve, "POLL_SECONDS", 0.01)
-    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(tmp_path / "store"))
+    monkeypatch.setattr(volumes, "MODEL_STORE", str(tmp_path / "store"))
     monkeypatch.setattr(kserve, "current_namespace", lambda: "team-a")
     model = tmp_path / "model"
     model.mkdir()

@@ -30,13 +30,15 @@ from kubernetes.client import V1Node, V1NodeCondition, V1NodeStatus, V1PodCondit
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
-from components.runtime import launcher, waiting
+from components.runtime import waiting
+from components.runtime.job_poll import JobFailed
 from components.runtime.kube import KubeClient
-from components.runtime.launcher import JobFailed, JobStuck
-from components.runtime.lost_nodes import NODE_LOST_SECONDS, NodeLost
-from components.runtime.multicluster import MULTIKUEUE, WORKER_KUBECONFIGS
 from components.runtime.objects import NotOurs, Refused
 from components.runtime.signals import Terminated
+from components.runtime.watchers import kueue, lost_nodes
+from components.runtime.watchers.kueue import JobStuck
+from components.runtime.watchers.lost_nodes import NODE_LOST_SECONDS, NodeLost
+from components.runtime.watchers.multikueue import MULTIKUEUE, WORKER_KUBECONFIGS
 from components.specs.params import TrainingJob
 from components.specs.pods import GPU_TOLERATION, WorkPaths
 from components.steps.train import train
@@ -99,7 +101,7 @@ def kind(request, fake_k8s, crd_schemas) -> Kind:
 def workspace(tmp_path):
     """A workspace as KFP mounts it, with the model the job will have written."""
     root = tmp_path / "kfp-workspace"
-    model = WorkPaths.under(root).model
+    model = WorkPaths.under(root).model_dir
     model.mkdir(parents=True)
     (model / "model.pt").write_bytes(b"weights")
     (model / "model.json").write_text("{}")
@@ -402,7 +404,7 @@ def test_a_pod_on_a_lost_node_fails_the_step_naming_the_node_and_deletes_the_job
     """The node lifecycle controller marks a node whose kubelet stopped Ready=Unknown, with
     "Kubelet stopped posting node status." (k8s.io/kubernetes v1.36.3 pkg/controller/
     nodelifecycle/node_lifecycle_controller.go tryUpdateNodeHealth), and its pods not Ready."""
-    monkeypatch.setattr(launcher, "STALL_SECONDS", 0)
+    monkeypatch.setattr(lost_nodes, "QUIET_SECONDS", 0)
     fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running"))]
     fake_k8s.core.pods = [[job_pod("rank0", "node-a", True), job_pod("worker", "node-b", False)]]
     fake_k8s.core.nodes = {
@@ -422,7 +424,7 @@ def test_a_node_back_within_the_grace_or_unreadable_is_waited_out(
     kind, step, fake_k8s, monkeypatch
 ):
     """Two minutes out of Ready is no loss yet, and a 403 on nodes leaves the timeout to it."""
-    monkeypatch.setattr(launcher, "STALL_SECONDS", 0)
+    monkeypatch.setattr(lost_nodes, "QUIET_SECONDS", 0)
     fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running"))] * 4 + [
         kind.status(condition(kind.succeeded))
     ]
@@ -454,7 +456,7 @@ def test_a_job_kueue_admitted_but_never_starts_fails_and_is_deleted(
     """Kueue v0.19.2 writes spec.runtimePatches into a TrainJob to start it
     (pkg/controller/jobs/trainjob/trainjob_controller.go); Trainer v2.1.0's CRD has no such
     field, so an admitted v2.1 TrainJob stays suspended for good."""
-    monkeypatch.setattr("components.runtime.launcher.STUCK_SECONDS", 0.05)
+    monkeypatch.setattr(kueue, "STUCK_SECONDS", 0.05)
     suspended = kind.status(condition("Suspended", "Suspended", "job suspended"))
     fake_k8s.custom.statuses[kind.plural] = [suspended]
     admitted = {"status": {"conditions": [{"type": "Admitted", "status": "True"}]}}
@@ -532,7 +534,7 @@ def test_with_a_kubeconfig_for_the_worker_the_step_follows_the_log_there(
     worker.core.logs["rank0"] = [f"epoch 1\n{METRIC_LINE}\n"]
     opened = []
     monkeypatch.setattr(
-        "components.runtime.launcher.worker_client",
+        "components.runtime.watchers.multikueue.worker_client",
         lambda path: opened.append(path) or client_of(worker),
     )
     running = kind.status(condition("Running"))

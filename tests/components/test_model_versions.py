@@ -29,7 +29,7 @@ from kfp import dsl
 from registry_tape import Tape
 
 from cli.main import main
-from components.runtime import kserve, kube, waiting
+from components.runtime import kserve, kube, volumes, waiting
 from components.runtime.registry import (
     INFERENCE_SERVICE_LABEL,
     MODEL_VERSION_LABEL,
@@ -159,7 +159,7 @@ def cluster(monkeypatch, tmp_path, fake_k8s, crd_schemas):
     fake_k8s.serve_schema(isvc, "InferenceService", crd_schemas[(isvc, "InferenceService")])
     monkeypatch.setattr(waiting, "POLL_SECONDS", 0.01)
     monkeypatch.setattr(kserve, "POLL_SECONDS", 0.01)
-    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(tmp_path / "store"))
+    monkeypatch.setattr(volumes, "MODEL_STORE", str(tmp_path / "store"))
     monkeypatch.setattr(kube, "current_namespace", lambda: NAMESPACE)
     return fake_k8s
 
@@ -230,7 +230,7 @@ def test_a_registry_that_does_not_answer_fails_in_one_line_and_publishes_nothing
 ):
     from components.runtime.ports import free_port
 
-    monkeypatch.setattr(kserve, "MODEL_STORE_MOUNT", str(tmp_path / "store"))
+    monkeypatch.setattr(volumes, "MODEL_STORE", str(tmp_path / "store"))
     path = model_dir(tmp_path, "one", 0.9)
     down = f"http://127.0.0.1:{free_port()}"
     metrics = dsl.Metrics(uri=str(tmp_path / "metrics"))

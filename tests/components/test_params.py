@@ -1,6 +1,8 @@
 """The parameter sets: defaults, every range check, and the validate steps that apply them."""
 
+import ast
 import inspect
+import textwrap
 import typing
 from dataclasses import fields
 
@@ -327,7 +329,7 @@ JOB_VARIANTS = {
     "trainer_cpu_image": ({}, "registry.local/trainer:9-cpu"),
 }
 # Fields the train step itself consumes, and where.
-STEP_FIELDS = {"job_api": "components/runtime/launcher.py find_target picks the job kind"}
+STEP_FIELDS = {"job_api": "components/runtime/discovery.py find_target picks the job kind"}
 
 
 def other_recipe_value(name: str):
@@ -385,3 +387,19 @@ def test_each_validate_step_takes_exactly_its_sets_fields(step, parameter_set):
     # Optional exactly where the set's field is: a pipeline parameter left unset reaches the
     # step as null, which KFP's driver refuses for an input not declared optional.
     assert taken == {name: hints[name] for name in taken}
+
+
+@pytest.mark.parametrize(
+    ("step", "parameter_set"),
+    [(validate_training, TrainingJob), (validate_serving, Serving), (validate_sweep, Sweep)],
+)
+def test_each_validate_step_hands_every_parameter_to_its_field(step, parameter_set):
+    """The body builds the set with ``name=name`` for every field: none dropped or crossed."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(step.python_func)))
+    (built,) = [
+        node
+        for node in ast.walk(body)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == parameter_set.__name__
+    ]
+    handed = {keyword.arg: getattr(keyword.value, "id", None) for keyword in built.keywords}
+    assert handed == {item.name: item.name for item in fields(parameter_set)}

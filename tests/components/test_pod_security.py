@@ -130,7 +130,7 @@ def every_pod_we_create() -> dict[str, tuple[dict, dict]]:
     """(pod spec, our main container) of each pod the project creates, by name."""
     pytorchjob = build("pytorchjob")
     isvc = inference_service(
-        serving=Serving(), namespace="team-a", uri="pvc://m/x", mode_annotation="Standard"
+        serving=Serving(), namespace="team-a", storage_uri="pvc://m/x", mode_annotation="Standard"
     )
     staging = staging_pod("s", "team-a", "ws", "trainer:1", DataSlice())["spec"]
     pods = {
@@ -232,12 +232,12 @@ def test_a_gpu_predictor_runs_on_cuda_and_tolerates_the_gpu_taint():
     taint like the training pods."""
     serving = Serving(serving_gpus=1, serving_image="serving-cuda:1")
     predictor = inference_service(
-        serving=serving, namespace="n", uri="pvc://m/x", mode_annotation="Standard"
+        serving=serving, namespace="n", storage_uri="pvc://m/x", mode_annotation="Standard"
     )["spec"]["predictor"]
     assert predictor["tolerations"] == [GPU_TOLERATION]
     assert predictor["containers"][0]["args"][-1] == "--device=cuda"
     cpu = inference_service(
-        serving=Serving(), namespace="n", uri="pvc://m/x", mode_annotation="Standard"
+        serving=Serving(), namespace="n", storage_uri="pvc://m/x", mode_annotation="Standard"
     )["spec"]["predictor"]
     assert "tolerations" not in cpu
     assert not any(arg.startswith("--device") for arg in cpu["containers"][0]["args"])

@@ -77,7 +77,7 @@ def test_the_render_placement_mounts_the_run_workspace_with_the_gpu_toleration()
     placement = workspace_placement("RUN-kfp-workspace")
     assert placement.tolerations == [GPU_TOLERATION]
     assert placement.volume_mounts == [{"name": "kfp-workspace", "mountPath": "/kfp-workspace"}]
-    assert WorkPaths.under("/kfp-workspace").data.as_posix() == "/kfp-workspace/train/data"
+    assert WorkPaths.under("/kfp-workspace").data_dir.as_posix() == "/kfp-workspace/train/data"
 
 
 def test_the_step_places_its_job_on_the_pvc_it_is_told_else_on_its_task_config():

@@ -5,7 +5,7 @@ from dataclasses import fields
 import pytest
 
 from components.runtime.katib import build_experiment
-from components.runtime.launcher import Target
+from components.specs.kinds import Target
 from components.specs.params import TrainingJob, trainer_flag_names
 from components.specs.pods import workspace_placement
 from components.specs.sweep import (

@@ -12,8 +12,7 @@ import os
 import pytest
 
 from components.runtime import volumes
-from components.runtime.kserve import publish_model
-from components.runtime.volumes import VolumeNotWritable, stage_dataset
+from components.runtime.volumes import VolumeNotWritable, publish_model, stage_dataset
 from components.specs.pods import WorkPaths
 
 
@@ -23,8 +22,8 @@ def test_staging_copies_the_dataset_and_makes_the_checkpoint_folder(tmp_path):
     (source / "manifest.json").write_text("{}")
     paths = WorkPaths.under(tmp_path / "workspace")
     stage_dataset(str(source), paths)
-    assert (paths.data / "manifest.json").read_text() == "{}"
-    assert paths.checkpoints.is_dir()
+    assert (paths.data_dir / "manifest.json").read_text() == "{}"
+    assert paths.checkpoint_dir.is_dir()
 
 
 def test_a_refused_write_names_the_folder_its_owner_mode_and_the_fix(tmp_path, monkeypatch):
@@ -57,5 +56,6 @@ def test_publishing_to_a_refused_model_volume_says_so(tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied", str(target.parent))
 
     monkeypatch.setattr(volumes.shutil, "copytree", refuse)
+    monkeypatch.setattr(volumes, "MODEL_STORE", str(store))
     with pytest.raises(VolumeNotWritable, match=f"the model volume folder {store} "):
-        publish_model(str(tmp_path), str(store), "fmnist", "run-1")
+        publish_model(str(tmp_path), "fmnist", "run-1")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.runtime.multicluster import MULTIKUEUE
+from components.runtime.watchers.multikueue import MULTIKUEUE
 
 K8S = Path(__file__).resolve().parents[2] / "k8s"
 

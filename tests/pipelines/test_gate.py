@@ -16,7 +16,8 @@ from components.specs.params import Serving
 from pipelines.evaluate_and_deploy import evaluate_and_deploy_pipeline
 from pipelines.settings import CompileSettings
 from trainer.data import load_packed
-from trainer.model import ModelCard, build_model, load_model_dir, normalize, save_model_dir
+from trainer.model import build_model, load_model_dir, normalize, save_model_dir
+from trainer.model_dir import ModelCard
 
 
 @pytest.fixture(scope="module")

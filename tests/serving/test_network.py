@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from serving.model_dir import load_served_model
+from serving.loader import load_served_model
 from serving.network import MatrixLeNet, Normalising, ServingLeNet, serving_network
 from trainer.model import normalize
 

@@ -49,7 +49,7 @@ def test_reference_mnist_py_flags_parse():
         ]
     )
     assert config.epochs == 3 and config.device == "cpu" and config.save_model
-    assert config.model_output_dir == "model"
+    assert config.model_dir == "model"
     assert config.backend == "gloo"
 
 

@@ -9,7 +9,6 @@ import torch.nn.functional as F
 from trainer.model import (
     BatchNormLeNet,
     LeNet,
-    ModelCard,
     build_model,
     load_model_dir,
     normalize,
@@ -18,6 +17,7 @@ from trainer.model import (
     saved_network,
     training_network,
 )
+from trainer.model_dir import ModelCard
 
 
 def test_reference_network_shape_and_size():

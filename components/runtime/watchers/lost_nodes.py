@@ -10,6 +10,9 @@ PodGC force-deletes them (pkg/controller/podgc/gc_controller.go gcTerminating). 
 PyTorchJob's pods have fixed names, so the Training Operator cannot replace them before
 (training-operator v1.9.4 pkg/controller.v1/common/pod.go). Rather than wait for its
 timeout, the step gives up ``NODE_LOST_SECONDS`` after the node left Ready, naming it.
+
+The nodes are looked at once rank 0's log has been quiet for QUIET_SECONDS: a job that
+prints is not held up by a lost node, and a lost node's kubelet serves no log.
 """
 
 from __future__ import annotations
@@ -18,14 +21,30 @@ from datetime import datetime, timezone
 
 from kubernetes.client.exceptions import ApiException
 
+from components.runtime.job_poll import GiveUp, JobPoll
 from components.runtime.kube import KubeClient
 
 NODE_LOST_SECONDS = 120  # a kubelet restart or a short partition is over well before
+QUIET_SECONDS = 30  # rank 0's log this long without a new line: look at the pods' nodes
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
 
 
-class NodeLost(RuntimeError):
+class NodeLost(GiveUp):
     """A pod of the job is on a node that has not been Ready for NODE_LOST_SECONDS."""
+
+
+class LostNodes:
+    """Gives up on a job with a pod on a node that stopped answering."""
+
+    def see(self, poll: JobPoll) -> None:
+        """Once rank 0 is quiet, raise NodeLost for a pod on a node lost too long."""
+        kube, quiet = poll.place.kube, poll.quiet_seconds
+        if poll.suspended or kube is None or quiet is None or quiet <= QUIET_SECONDS:
+            return
+        try:
+            check(kube, poll.pods())
+        except NodeLost as lost:
+            raise NodeLost(f"{poll.what} cannot go on: {lost}") from None
 
 
 def _not_ready(pod) -> bool:

@@ -1,4 +1,4 @@
-"""Read a model directory for serving; any problem with it is one line naming the file.
+"""Load a model directory for serving; any problem with it is one line naming the file.
 
 Imports torch but not KServe, so ``fmnist serve`` can check a directory before it starts
 a server.
@@ -20,10 +20,11 @@ def load_served_model(model_dir: str | Path, device="cpu"):
     """The network (eval mode, on ``device``) and the card of ``model_dir``.
 
     Raises:
-        ModelDirError: a file is missing, ``model.json`` is malformed, or ``model.pt`` is
-            truncated, not a PyTorch file, or does not fit the card.
+        ModelDirError: a file is missing, the card is malformed, or the weights are
+            truncated, not a PyTorch file, or do not fit the card.
     """
-    from trainer.model import CARD_FILE, WEIGHTS_FILE, load_model_dir
+    from trainer.model import load_model_dir
+    from trainer.model_dir import CARD_FILE, WEIGHTS_FILE
 
     directory = Path(model_dir)
     try:
@@ -33,7 +34,7 @@ def load_served_model(model_dir: str | Path, device="cpu"):
         raise ModelDirError(
             message if str(directory) in message else f"{directory}: {message}"
         ) from exc
-    except (TypeError, AttributeError) as exc:  # fields of the wrong kind in model.json
+    except (TypeError, AttributeError) as exc:  # fields of the wrong kind in the card
         raise ModelDirError(
             f"{directory / CARD_FILE}: malformed model card ({_first_line(exc)})"
         ) from exc
