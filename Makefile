@@ -63,7 +63,7 @@ images: $(STAMP)  ## the four images (the trainer's CUDA and CPU variants), name
 clean:
 	rm -rf build runs .pytest_cache
 
-# The cluster test tier (docs/operations.md, "Running the cluster test tier"): a real
+# The cluster test tier (docs/development.md, "Running the cluster test tier"): a real
 # kube-apiserver with the Kubeflow controllers, built with Go from tools/controlplane/.
 # Choose the Trainer / KServe build with e.g. `make cluster-up TRAINER=v2.1.0`.
 TRAINER ?= v2.3.0

@@ -9,7 +9,7 @@ and otherwise answers 599 and notes the difference in ``mismatches``, so that a 
 code asks something else fails. Values that differ between runs (a temporary folder, a
 model name made unique for the recording) are kept as ``{{key}}`` placeholders.
 
-Record a tape again against a real server (docs/operations.md, "Model Registry"):
+Record a tape again against a real server (docs/development.md, "Model Registry"):
 ``FMNIST_RECORD_REGISTRY=http://127.0.0.1:8080 make test`` on the registry tests.
 """
 

@@ -125,7 +125,7 @@ def member_cluster(text: str) -> str:
     if "=" in text:
         raise argparse.ArgumentTypeError(
             f"expected a member cluster's name, got {text!r}: weights are gone, each job goes "
-            "whole to one cluster with room for it (docs/operations.md, Karmada)"
+            "whole to one cluster with room for it (docs/multicluster.md, Karmada)"
         )
     if not is_dns_label(text, KARMADA_CLUSTER_MAX):
         raise argparse.ArgumentTypeError(

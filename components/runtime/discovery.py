@@ -29,7 +29,7 @@ from components.specs.kinds import INFERENCESERVICE, PYTORCHJOB, TRAINJOB, Custo
 
 INSTALL_HINT = (
     "install the Kubeflow Training Operator v1.9 (PyTorchJob) or Kubeflow Trainer v2 "
-    "(TrainJob): docs/operations.md, step 2"
+    "(TrainJob): docs/install.md, step 2"
 )
 
 

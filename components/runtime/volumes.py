@@ -22,7 +22,7 @@ from trainer.model_dir import MODEL_STORE, store_path
 FIX = (
     "give the pipeline's pods fsGroup 10001 (apply k8s/pipelines to the cluster's Argo "
     "workflow controller) or use a storage class whose new volumes are group-writable; see "
-    "docs/operations.md#who-may-write-a-fresh-volume"
+    "docs/install.md#who-may-write-a-fresh-volume"
 )
 
 

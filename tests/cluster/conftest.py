@@ -349,7 +349,7 @@ def kfp_host(kubeconfig) -> str:
 
     Fails when the cluster has no KFP backend: tools/controlplane cannot build one, since
     the Go module proxy does not serve github.com/kubeflow/pipelines at a release tag, so
-    one is attached by hand (docs/operations.md, "Running the cluster test tier").
+    one is attached by hand (docs/development.md, "Running the cluster test tier").
     """
     if not KFP_HOST.exists():
         pytest.fail(

@@ -6,7 +6,7 @@ worker clusters, joined in push mode as member1 and member2 by `cluster.py karma
 (tools/controlplane/harness/karmada.py); `make test-cluster` runs these tests after the
 rest of the tier, `make test-karmada` alone on a running cluster.
 Each member is a real control plane with Kueue, the Training Operator, Trainer and JobSet;
-kwok plays the pods. The kit is applied as docs/operations.md says: k8s/kueue on each member,
+kwok plays the pods. The kit is applied as docs/multicluster.md says: k8s/kueue on each member,
 k8s/karmada on Karmada, the jobs in namespace kubeflow there.
 
 What is relied on (Karmada v1.18.1):

@@ -6,7 +6,7 @@ cluster-up`; the server's address is in build/cluster/kfp-host (the ``kfp_host``
 tools/controlplane cannot build that backend (the Go module proxy does not serve
 github.com/kubeflow/pipelines), so these tests carry the ``kfp`` marker: `make
 test-cluster` leaves them out, `make test-kfp` runs them against a backend attached by
-hand, and they fail without one (docs/operations.md, "Running the cluster test tier").
+hand, and they fail without one (docs/development.md, "Running the cluster test tier").
 Nothing is mocked: the API server compiles our pipeline spec into an Argo Workflow, Argo
 creates its pods on the real nodes (the ``kubeflow`` namespace carries its annotations) and
 the ScheduledWorkflow controller fires recurring runs. The runs of the default pipeline

@@ -5,7 +5,7 @@ into an Argo Workflow, Argo v3.7.3 runs every driver and step in a real pod on t
 node (the ``kubeflow`` namespace carries the real nodes' annotations), the train step creates
 a real PyTorchJob or TrainJob whose pods train with gloo, the deploy step's InferenceService
 becomes a real predictor pod. Nothing is played by kwok. The backend is attached by hand
-(docs/operations.md, "Running the cluster test tier"), hence the ``kfp`` marker.
+(docs/development.md, "Running the cluster test tier"), hence the ``kfp`` marker.
 
 Upstream behaviour relied on, in kubeflow/pipelines at tag 2.15.0 unless said otherwise:
 - backend/src/v2/compiler/argocompiler/container.go: each step is a driver pod, then an

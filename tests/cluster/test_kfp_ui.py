@@ -4,7 +4,7 @@ A user uploads the compiled YAML in the UI, starts runs there and reads the resu
 These tests do the same with Playwright driving Debian's Chromium, against the KFP UI built
 from kubeflow/pipelines 2.15.0 ``frontend/`` (its node server with ML Metadata behind a
 gRPC-web proxy) and the by-hand 2.15.0 backend of the ``kfp`` tier: every step runs in a real
-pod on the tier's real nodes. Both are attached by hand (docs/operations.md, "Kubeflow
+pod on the tier's real nodes. Both are attached by hand (docs/development.md, "Kubeflow
 Pipelines UI: attached by hand"), hence the ``kfp_ui`` marker; without them the tests fail,
 they never skip. Each view is saved as a picture in build/kfp-ui-screenshots.
 

@@ -3,7 +3,7 @@
 The server's Go module is refused by the module proxy (github.com/kubeflow/model-registry:
 403), so tools/controlplane cannot build it: it is built from a checkout of
 kubeflow/model-registry v0.3.8 (``model-registry proxy`` over MariaDB 10.11) and its address
-written to build/cluster/model-registry (docs/operations.md, "Model Registry: attached by
+written to build/cluster/model-registry (docs/development.md, "Model Registry: attached by
 hand"). Without it these tests fail; they never skip. ``make test-model-registry`` runs them.
 
 - Two whole pipeline runs (``fmnist run``: kfp.local, torchrun with gloo, the real register

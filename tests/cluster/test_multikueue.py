@@ -2,7 +2,7 @@
 
 The tier's manager (the main cluster) and its two workers (tools/controlplane/harness/
 workers.py) are separate control planes, each with Kueue, JobSet, the Training Operator and
-Trainer; kwok plays the pods on each. The kit is applied as docs/operations.md says:
+Trainer; kwok plays the pods on each. The kit is applied as docs/multicluster.md says:
 k8s/kueue and k8s/kueue/multikueue on the manager, k8s/kueue and k8s/kueue/multikueue/worker
 on each worker, the workers' kubeconfigs in Secrets (made by the harness).
 

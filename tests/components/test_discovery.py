@@ -58,7 +58,7 @@ def test_no_served_job_api_is_an_error_with_the_install_step(fake_k8s, served, j
     fake_k8s.served = served
     with pytest.raises(ClusterMismatch, match=re.escape(message)) as error:
         choose_job_api(KubeClient.connect(), job_api)
-    assert "docs/operations.md, step 2" in str(error.value)
+    assert "docs/install.md, step 2" in str(error.value)
 
 
 @pytest.mark.parametrize(("release", "generation"), [("v2.1.0", "v2.1"), ("v2.3.0", "v2.2")])

@@ -219,7 +219,7 @@ def test_validate_training_on_a_cluster_without_a_job_api_names_both_crds(fake_k
     message = str(error.value)
     assert "pytorchjobs.kubeflow.org (kubeflow.org/v1)" in message
     assert "trainjobs.trainer.kubeflow.org (trainer.kubeflow.org/v1alpha1)" in message
-    assert "docs/operations.md" in message
+    assert "docs/install.md" in message
 
 
 def test_validate_serving_refuses_a_control_plane_namespace(fake_k8s, monkeypatch):

@@ -44,7 +44,7 @@ def test_a_refused_write_names_the_folder_its_owner_mode_and_the_fix(tmp_path, m
     assert f"the workspace folder {root} (owner {info.st_uid}:{info.st_gid}, mode 0755)" in message
     assert f"this step's user {os.getuid()}" in message
     assert "k8s/pipelines" in message
-    assert "docs/operations.md#who-may-write-a-fresh-volume" in message
+    assert "docs/install.md#who-may-write-a-fresh-volume" in message
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 

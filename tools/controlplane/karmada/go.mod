@@ -1,4 +1,4 @@
-// Karmada's control plane (`cluster.py karmada`, docs/operations.md "Karmada"): its
+// Karmada's control plane (`cluster.py karmada`, docs/multicluster.md "Karmada"): its
 // aggregated apiserver, controller manager, scheduler and webhook, over a kube-apiserver.
 module fmnist.local/controlplane/karmada
 
