@@ -27,11 +27,23 @@ def run(
     return result.stdout if capture else ""
 
 
+_GIVEN: set[int] = set()  # ports handed out by this process, maybe not bound yet
+
+
 def free_port() -> int:
-    """A TCP port nothing listens on now (the kernel's pick)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port nothing listens on now (the kernel's pick), and not handed out before.
+
+    The kernel may pick the same port twice in a row once the first socket is closed, and a
+    port handed out is often bound only later, by a program started after the next pick: in
+    the tier Kueue got the same port for its webhook and its health probe, and died.
+    """
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def port_free(port: int) -> bool:
