@@ -14,6 +14,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from trainer.model_dir import CARD_FILE
+
 EPOCH = 60_000
 TARGETS = {"ratio": 50.0, "epoch_s": 0.3, "target_training_s": 3.0, "best_accuracy": 0.925}
 
@@ -77,8 +79,8 @@ def collect(work: Path, out: Path) -> dict:
             name: utilisation(out / f"smi-{name}.csv") for name in ("default", "graphs")
         },
         "trainer_epochs": {
-            "default": epochs(work / "model" / "model.json"),
-            "graphs": epochs(work / "model-graphs" / "model.json"),
+            "default": epochs(work / "model" / CARD_FILE),
+            "graphs": epochs(work / "model-graphs" / CARD_FILE),
         },
         "serving": serving,
     }
