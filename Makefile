@@ -24,8 +24,8 @@ test: $(STAMP)  ## the whole test suite
 mutants: $(STAMP)  ## fails if a mutant survives (or no longer applies); ARGS="NAME ..." picks some
 	$(PY) tools/mutants.py $(ARGS)
 
-# The soak tier (tests/soak): ten whole `fmnist run`s in a row and 100,000 requests to one
-# predictor, checking that nothing is left behind and nothing grows (about 10 minutes).
+# The soak tier (tests/soak): five whole `fmnist run`s in a row and 100,000 requests to one
+# predictor, checking that nothing is left behind and nothing grows (about 5 minutes).
 test-soak: $(STAMP)  ## leaks and growth over many runs; CI runs it while the cluster tier builds
 	$(PY) -m pytest tests/soak -m soak $(PYTEST_ARGS)
 
