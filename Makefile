@@ -24,8 +24,8 @@ test: $(STAMP)  ## the whole test suite
 mutants: $(STAMP)  ## fails if a mutant survives (or no longer applies); ARGS="NAME ..." picks some
 	$(PY) tools/mutants.py $(ARGS)
 
-# The soak tier (tests/soak): ten whole `fmnist run`s in a row and 100,000 requests to one
-# predictor, checking that nothing is left behind and nothing grows (about 10 minutes).
+# The soak tier (tests/soak): five whole `fmnist run`s in a row and 100,000 requests to one
+# predictor, checking that nothing is left behind and nothing grows (about 5 minutes).
 test-soak: $(STAMP)  ## leaks and growth over many runs; CI runs it while the cluster tier builds
 	$(PY) -m pytest tests/soak -m soak $(PYTEST_ARGS)
 
@@ -76,11 +76,15 @@ cluster-up: $(STAMP)  ## build what is missing (cached), start the control plane
 cluster-down: $(STAMP)  ## stop everything cluster-up started
 	$(CLUSTER) down
 
+# tools/ci/phase notes each step's wall time where $$FMNIST_PHASES names a file (.ci/run).
+PHASE = tools/ci/phase
+
 test-cluster: $(STAMP)  ## cluster-up, the `cluster` tests, then Karmada's; cluster-down (also when they fail)
-	$(CLUSTER) up --trainer $(TRAINER) --kserve $(KSERVE) && \
-	  $(PY) -m pytest -m "cluster and not kfp and not karmada and not model_registry and not kfp_ui" tests/cluster $(PYTEST_ARGS) && \
-	  $(CLUSTER) karmada && $(PY) -m pytest -m karmada tests/cluster $(PYTEST_ARGS); \
-	  status=$$?; $(CLUSTER) down; exit $$status
+	$(PHASE) "cluster up" $(CLUSTER) up --trainer $(TRAINER) --kserve $(KSERVE) && \
+	  $(PHASE) "cluster tests" $(PY) -m pytest -m "cluster and not kfp and not karmada and not model_registry and not kfp_ui" tests/cluster $(PYTEST_ARGS) && \
+	  $(PHASE) "Karmada up" $(CLUSTER) karmada && \
+	  $(PHASE) "Karmada tests" $(PY) -m pytest -m karmada tests/cluster $(PYTEST_ARGS); \
+	  status=$$?; $(PHASE) "cluster down" $(CLUSTER) down; exit $$status
 
 test-kfp: $(STAMP)  ## the `kfp` tests, against a KFP backend attached to a running cluster
 	$(PY) -m pytest -m kfp tests/cluster $(PYTEST_ARGS)

@@ -8,6 +8,7 @@
     python tools/controlplane/cluster.py images                  # build the images (cached)
     python tools/controlplane/cluster.py restart-apiserver [--down-seconds N]
     python tools/controlplane/cluster.py karmada   # attach Karmada, the workers its members
+    python tools/controlplane/cluster.py build-karmada  # build Karmada only (cached)
     python tools/controlplane/cluster.py node-off 2  # lose real-node-2 (a power cut)
     python tools/controlplane/cluster.py node-on 2   # and get it back
 
@@ -39,8 +40,9 @@ maps rendered with kustomize from the same module. ``up`` then
    own, harness/node_network.py), which pull the images, and waits until they are Ready.
 
 ``karmada``, on a running cluster with both workers, starts Karmada's control plane (its own
-kube-apiserver, and the aggregated apiserver, webhook, controller manager and scheduler that
-``build`` built) and joins the two workers to it as members (harness/karmada.py;
+kube-apiserver, and the aggregated apiserver, webhook, controller manager and scheduler,
+built then unless ``build-karmada`` built them before: nothing else needs them, so CI builds
+them while the cluster tests run) and joins the two workers to it as members (harness/karmada.py;
 build/cluster/kubeconfig-karmada).
 
 The work is done by the ``harness`` package beside this file, one module per concern.
@@ -53,7 +55,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+# The harness, and the project itself for its image names (components/images.py): CI starts
+# the build with the system's Python, before the project's venv exists.
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 from harness.commands import main  # noqa: E402
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -68,12 +69,18 @@ def build(component: Component) -> Path:
     started = time.monotonic()
     try:
         print(f"building {component.name} ({component.module} {component.version})", flush=True)
-        for binary, package in component.tools.items():
-            ldflags = " ".join(("-s", "-w") + component.ldflags)
-            # No DWARF: the linker's -s -w drops it anyway, and not making it cut kwok's cold
-            # compile by 16 % (docs/benchmarks.md). Same behaviour, so RECIPE stays.
-            command = ["go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", ldflags]
-            run([*command, "-o", str(tmp / "bin" / binary), package], component.dir, go_env())
+        ldflags = " ".join(("-s", "-w") + component.ldflags)
+        # No DWARF: the linker's -s -w drops it anyway, and not making it cut kwok's cold
+        # compile by 16 % (docs/benchmarks.md). Same behaviour, so RECIPE stays.
+        command = ["go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", ldflags]
+        (tmp / "bin").mkdir()
+        for binaries in invocations(component.tools):
+            built = tmp / "go-build"
+            packages = [component.tools[binary] for binary in binaries]
+            run([*command, "-o", f"{built}/", *packages], component.dir, go_env())
+            for binary, package in zip(binaries, packages, strict=True):
+                (built / default_name(package)).rename(tmp / "bin" / binary)
+            built.rmdir()
         root = upstream.module_dir(component.module, component.version)
         if component.manifests:
             (tmp / "manifests.yaml").write_text(render(root, component, tmp))
@@ -85,6 +92,40 @@ def build(component: Component) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def default_name(package: str) -> str:
+    """The file name ``go build -o <dir>/`` gives a main package.
+
+    Its last path element, or the one before a major-version suffix such as ``/v3`` (Go 1.26
+    ``cmd/go/internal/load/pkg.go``, ``DefaultExecName`` and ``isVersionElement``: ``v1`` and
+    ``v0…`` are no suffix).
+    """
+    parts = package.split("/")
+    if len(parts) > 1 and re.fullmatch(r"v(?:[2-9][0-9]*|1[0-9]+)", parts[-1]):
+        return parts[-2]
+    return parts[-1]
+
+
+def invocations(tools: dict[str, str]) -> list[list[str]]:
+    """The binaries of a module in as few ``go build`` runs as their file names allow.
+
+    One run for several programs compiles what they share once, with the links in parallel
+    (kubernetes: five programs); programs whose default names clash (Katib's four end in
+    ``/v1beta1``) each get a run of their own.
+    """
+    runs: list[list[str]] = []
+    for binary, package in tools.items():
+        free = [run for run in runs if default_name(package) not in _names(tools, run)]
+        if free:
+            free[0].append(binary)
+        else:
+            runs.append([binary])
+    return runs
+
+
+def _names(tools: dict[str, str], binaries: list[str]) -> set[str]:
+    return {default_name(tools[binary]) for binary in binaries}
 
 
 def _finish(tmp: Path, out: Path, component: Component, seconds: float) -> None:
@@ -133,11 +174,20 @@ def build_all(wanted: dict[str, Component]) -> dict[str, Path]:
         shutil.rmtree(BUILD / sub, ignore_errors=True)
         (BUILD / sub).mkdir(parents=True)
     for name, folder in built.items():
-        for binary in (folder / "bin").iterdir():
-            (BIN / binary.name).symlink_to(binary)
-        if (folder / "manifests.yaml").exists():
-            (BUILD / "manifests" / f"{name}.yaml").symlink_to(folder / "manifests.yaml")
-        for path in (folder / "files").glob("*") if (folder / "files").exists() else ():
-            (BUILD / "files" / name).mkdir(exist_ok=True)
-            (BUILD / "files" / name / path.name).symlink_to(path)
+        link(name, folder)
     return built
+
+
+def link(name: str, folder: Path) -> None:
+    """Link one built component's binaries, manifests and files into build/cluster/."""
+    for binary in (folder / "bin").iterdir():
+        (BIN / binary.name).unlink(missing_ok=True)
+        (BIN / binary.name).symlink_to(binary)
+    if (folder / "manifests.yaml").exists():
+        (BUILD / "manifests" / f"{name}.yaml").unlink(missing_ok=True)
+        (BUILD / "manifests" / f"{name}.yaml").symlink_to(folder / "manifests.yaml")
+    if (folder / "files").exists():
+        shutil.rmtree(BUILD / "files" / name, ignore_errors=True)
+        (BUILD / "files" / name).mkdir(parents=True)
+        for path in (folder / "files").glob("*"):
+            (BUILD / "files" / name / path.name).symlink_to(path)

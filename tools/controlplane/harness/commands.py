@@ -28,8 +28,9 @@ from harness import (
     workers,
 )
 from harness.api import Api
-from harness.build import build, build_all
+from harness.build import build, build_all, link
 from harness.components import components
+from harness.components import karmada as karmada_component
 from harness.controllers import controllers, katib, training_operator
 from harness.paths import BIN, BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
 from harness.pki import make_pki, remove_certs
@@ -229,6 +230,7 @@ def attach_karmada(args) -> None:
     """Karmada's control plane over the running cluster's two workers (harness/karmada.py)."""
     if not STATE.exists() or not karmada.workers_running():
         raise SystemExit("no cluster with two workers here: run `cluster.py up` first")
+    link("karmada", build(karmada_component()))  # at once when `build-karmada` built it
     started = time.monotonic()
     state = json.loads(STATE.read_text())
     state["pids"] = {n: pid for n, pid in state["pids"].items() if not n.startswith("karmada-")}
@@ -308,6 +310,7 @@ def parser(description: str) -> argparse.ArgumentParser:
         "--workers", type=int, choices=range(len(workers.WORKERS) + 1), default=len(workers.WORKERS)
     )
     sub.add_parser("karmada")  # attach Karmada to a running cluster (its two workers)
+    sub.add_parser("build-karmada")  # build Karmada's control plane (cached), nothing else
     sub.add_parser("down")
     sub.add_parser("images")  # build the images (cached); each one's size and seconds
     sub.add_parser("status")
@@ -333,6 +336,8 @@ def main(argv: list[str], description: str = "") -> None:
             torch_images.result()
         image_builds.ensure_images()
         print(f"all built ({time.monotonic() - started:.1f} s); binaries in {BUILD / 'bin'}")
+    elif args.command == "build-karmada":
+        build(karmada_component())
     elif args.command == "up":
         LOGS.mkdir(parents=True, exist_ok=True)
         try:

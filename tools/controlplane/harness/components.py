@@ -165,8 +165,11 @@ def _kubeflow(trainer: str, kserve: str) -> list[Component]:
     ]
 
 
-def _karmada() -> Component:
-    """Karmada's control plane (harness/karmada.py), over the MultiKueue workers."""
+def karmada() -> Component:
+    """Karmada's control plane (harness/karmada.py), over the MultiKueue workers.
+
+    Built on its own, when ``cluster.py karmada`` first needs it, since nothing else does.
+    """
     module = "github.com/karmada-io/karmada"
     crds = "charts/karmada/_crds/bases"
     return Component(
@@ -210,8 +213,8 @@ KARMADA_CRDS = (
 
 
 def components(trainer: str, kserve: str) -> dict[str, Component]:
-    """The components of one cluster, by folder name."""
-    found = _control_plane() + _node() + _kubeflow(trainer, kserve) + [_karmada()]
+    """The components of one cluster, by folder name (Karmada aside: ``karmada()``)."""
+    found = _control_plane() + _node() + _kubeflow(trainer, kserve)
     for component in found:
         if not (component.dir / "go.mod").exists():
             raise SystemExit(f"no {component.dir}/go.mod: choose a version that has a folder")

@@ -3,10 +3,11 @@
 Karmada's API server is a kube-apiserver of its own (kwokctl cluster ``fmnist-karmada``, no
 nodes, its kube-controller-manager for namespaces and garbage collection). Beside it run
 karmada-aggregated-apiserver (serves ``cluster.karmada.io`` behind an APIService),
-karmada-webhook, karmada-controller-manager and karmada-scheduler, which ``build`` builds
-from github.com/karmada-io/karmada (tools/controlplane/karmada/go.mod) like every
-component. The MultiKueue workers join in push mode as members ``member1`` and ``member2``
-(k8s/karmada's cluster names).
+karmada-webhook, karmada-controller-manager and karmada-scheduler, built from
+github.com/karmada-io/karmada (tools/controlplane/karmada/go.mod) like every component, but
+on their own (``cluster.py build-karmada``, or here when first attached). The MultiKueue
+workers join in push mode as members ``member1`` and ``member2`` (k8s/karmada's cluster
+names).
 
 What is relied on (Karmada v1.18.1): the webhook alone sets the permanent-id labels that
 bindings and Works are matched by (pkg/webhook/propagationpolicy/mutating.go,
