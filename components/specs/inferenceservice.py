@@ -17,6 +17,11 @@ Service's endpoints, stops getting new connections; only then does the kubelet s
 Clients that keep connections open reconnect to a ready replica instead of having a
 request cut off. Knative's queue-proxy drains its pods itself.
 
+The predictor's pods carry ``spec.predictor.labels`` (kserve v0.15.2 ``pkg/controller/
+v1beta1/inferenceservice/components/predictor.go`` buildObjectMeta, then the Deployment's pod
+template in ``reconcilers/deployment/deployment_reconciler.go``): the role the NetworkPolicies
+of k8s/network-policies select them by.
+
 A Standard predictor is also probed every second: KServe's default readiness probe, a TCP
 connect every 10 s (kserve v0.15.2 ``pkg/controller/v1beta1/inferenceservice/reconcilers/
 deployment/deployment_reconciler.go`` setDefaultPodSpec, used only when the container has
@@ -31,6 +36,8 @@ from components.specs.kinds import INFERENCESERVICE
 from components.specs.params import Serving
 from components.specs.pods import (
     GPU_TOLERATION,
+    PREDICTOR_ROLE,
+    ROLE_LABEL,
     container_security_context,
     pod_security_context,
     resources,
@@ -82,6 +89,7 @@ def inference_service(
         metadata["namespace"] = namespace
     metadata["annotations"] = {DEPLOYMENT_MODE_ANNOTATION: mode_annotation}
     predictor = {
+        "labels": {ROLE_LABEL: PREDICTOR_ROLE},  # on its pods, for k8s/network-policies
         "minReplicas": serving.serving_min_replicas,
         "maxReplicas": serving.serving_max_replicas,
         "securityContext": pod_security_context(),

@@ -44,12 +44,24 @@ OWN_WORKSPACE_MOUNT_PATH = f"/{OWN_WORKSPACE}"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 # An Istio sidecar keeps a finished training pod alive: none in our pods.
 ISTIO_INJECT_LABEL = "sidecar.istio.io/inject"
+# What our pods are, for the NetworkPolicies of k8s/network-policies to select them by: one
+# key for the training pods of both job kinds (the controllers' own labels differ: the
+# Training Operator's training.kubeflow.org/job-name, JobSet's jobset.sigs.k8s.io/jobset-name)
+# and for the predictor's.
+ROLE_LABEL = "fmnist.dev/role"
+TRAINING_ROLE = "training"
+PREDICTOR_ROLE = "predictor"
 # The images' numeric user (images/*.Dockerfile; their group is 0), and the fsGroup that owns
 # fresh PVCs.
 IMAGE_USER = 10001
 SHM_VOLUME = "dshm"
 THREADS_ENV = "OMP_NUM_THREADS"  # OpenMP's pool; the trainer's --num-threads sets torch's
 TRAINER_COMMAND = ["torchrun", "-m", "trainer"]  # torchrun reads the PET_* env of both job kinds
+
+
+def training_pod_labels() -> dict[str, str]:
+    """The labels of every training pod: no Istio sidecar, and the policies' role."""
+    return {ISTIO_INJECT_LABEL: "false", ROLE_LABEL: TRAINING_ROLE}
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,13 @@ from kubernetes.client import V1ObjectMeta
 from components.specs.kinds import PYTORCHJOB
 from components.specs.params import TrainingJob
 from components.specs.pods import (
-    ISTIO_INJECT_LABEL,
     Placement,
     bounded_args,
     bounded_env,
     job_resources,
     pod_security_context,
     trainer_container,
+    training_pod_labels,
 )
 
 MASTER_PORT = 23456  # the training operator's default PyTorchJob port
@@ -59,9 +59,10 @@ def kueue_labels(job: TrainingJob) -> dict[str, str]:
 
 
 def pod_template(job: TrainingJob, args: list[str], placement: Placement) -> dict:
-    """One replica's pod: the ``pytorch`` container, restricted, without an Istio sidecar.
+    """One replica's pod: the ``pytorch`` container, restricted, labelled a training pod.
 
-    On CPU nodes torch's threads are bounded by the CPU limit (``cpu_threads``).
+    No Istio sidecar; the role label is what k8s/network-policies selects. On CPU nodes
+    torch's threads are bounded by the CPU limit (``cpu_threads``).
     """
     container = trainer_container(
         training.PYTORCHJOB_CONTAINER,
@@ -83,7 +84,7 @@ def pod_template(job: TrainingJob, args: list[str], placement: Placement) -> dic
         "volumes": list(placement.volumes),
     }
     spec.update({key: value for key, value in optional.items() if value})
-    return {"metadata": {"labels": {ISTIO_INJECT_LABEL: "false"}}, "spec": spec}
+    return {"metadata": {"labels": training_pod_labels()}, "spec": spec}
 
 
 def pytorchjob(

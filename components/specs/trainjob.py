@@ -25,7 +25,6 @@ from components.specs.compat import TRAINER_GENERATIONS
 from components.specs.kinds import TRAINJOB, TRAINJOB_KIND
 from components.specs.params import TrainingJob
 from components.specs.pods import (
-    ISTIO_INJECT_LABEL,
     TRAINER_COMMAND,
     Placement,
     bounded_args,
@@ -33,6 +32,7 @@ from components.specs.pods import (
     container_security_context,
     job_resources,
     pod_security_context,
+    training_pod_labels,
 )
 from components.specs.pytorchjob import kueue_labels
 
@@ -119,7 +119,7 @@ def _override(placement: Placement) -> dict:
     spec = {**_pod_settings(placement), "containers": [container]}
     # spec.labels label only the JobSet; the pod's own labels come from the override
     # (v2.1.0 pkg/runtime/core/trainingruntime.go, mergePodTemplateOverrides).
-    metadata = {"labels": {ISTIO_INJECT_LABEL: "false"}}
+    metadata = {"labels": training_pod_labels()}
     return {"targetJobs": [{"name": NODE_JOB}], "metadata": metadata, "spec": spec}
 
 
@@ -129,7 +129,7 @@ def _runtime_patch(placement: Placement) -> dict:
     if placement.volume_mounts:
         container["volumeMounts"] = list(placement.volume_mounts)
     pod = {
-        "metadata": {"labels": {ISTIO_INJECT_LABEL: "false"}},
+        "metadata": {"labels": training_pod_labels()},
         "spec": {
             **_pod_settings(placement),
             "securityContext": pod_security_context(),

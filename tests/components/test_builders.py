@@ -82,7 +82,7 @@ def test_pytorchjob_single_node_exact_object(validate_crd):
         "volumeMounts": [{"name": "kfp-workspace", "mountPath": "/ws"}],
     }
     template = {
-        "metadata": {"labels": {"sidecar.istio.io/inject": "false"}},
+        "metadata": {"labels": {"sidecar.istio.io/inject": "false", "fmnist.dev/role": "training"}},
         "spec": {
             "securityContext": RESTRICTED_POD,
             "containers": [container],
@@ -241,7 +241,9 @@ def test_trainjob_v2_1_variants_are_valid_for_kubeflow_1_11(variant, validate_cr
     assert override["targetJobs"] == [{"name": "node"}]
     assert override["spec"]["volumes"][0] == WORKSPACE.volumes[0]
     assert (len(override["spec"]["volumes"]) == 2) == job.needs_shm
-    assert override["metadata"] == {"labels": {"sidecar.istio.io/inject": "false"}}
+    assert override["metadata"] == {
+        "labels": {"sidecar.istio.io/inject": "false", "fmnist.dev/role": "training"}
+    }
     assert "labels" not in built["spec"]
     assert "runtimePatches" not in built["spec"] and "activeDeadlineSeconds" not in built["spec"]
 
@@ -293,6 +295,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
         },
         "spec": {
             "predictor": {
+                "labels": {"fmnist.dev/role": "predictor"},
                 "minReplicas": 1,
                 "maxReplicas": 1,
                 "securityContext": RESTRICTED_POD,
