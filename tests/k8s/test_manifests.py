@@ -61,6 +61,7 @@ def flavor_quotas(cluster_queue: dict) -> dict[str, dict[str, float]]:
 def test_the_kit_has_its_parts():
     names = {path.relative_to(K8S).as_posix() for path in KUSTOMIZATIONS}
     assert names == {
+        "admission",
         "gpu",
         "karmada",
         "katib",
@@ -70,6 +71,7 @@ def test_the_kit_has_its_parts():
         "kueue/multikueue",
         "kueue/multikueue/config",
         "kueue/multikueue/worker",
+        "network-policies",
         "pipelines",
         "rbac",
         "storage",
