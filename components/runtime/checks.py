@@ -43,7 +43,7 @@ def check_serving_on_cluster(serving: Serving, kube: KubeClient | None = None) -
     except ApiException as exc:
         raise UnusableCluster(
             f"cannot read the labels of namespace {namespace} ({exc.status} {exc.reason}); "
-            "apply k8s/rbac, whose ClusterRole lets the steps read namespaces"
+            "apply k8s/rbac, whose Role lets the steps read their own namespace"
         ) from None
     if CONTROL_PLANE_LABEL in labels:
         raise UnusableCluster(

@@ -103,28 +103,18 @@ def spread(multikueue, namespace, kubectl, worker_apis, tmp_path, monkeypatch) -
 
 
 def _worker_namespace(worker: str, api, namespace: str, kubectl) -> None:
-    """The namespace on a worker, with k8s/kueue/multikueue/worker's queue and log reader."""
+    """The namespace on a worker, with k8s/kueue/multikueue/worker's queue and log reader
+    (its ServiceAccount, Role and RoleBinding) moved into it, as `kustomize edit set
+    namespace` would."""
     kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
     kit = yaml.safe_load_all(
         kubectl("kustomize", str(REPO / "k8s" / "kueue" / "multikueue" / "worker"))
     )
-    objects = [o for o in kit if o and o["kind"] == "LocalQueue"]
+    objects = [o for o in kit if o]
     for obj in objects:
         obj["metadata"]["namespace"] = namespace
-    objects += [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "log-reader"}},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "log-reader"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "fmnist-training-log-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "log-reader", "namespace": namespace}],
-        },
-    ]
+        for subject in obj.get("subjects", []):
+            subject["namespace"] = namespace
     kubectl(
         f"--kubeconfig={worker_kubeconfig(worker)}",
         f"--namespace={namespace}",
@@ -136,9 +126,12 @@ def _worker_namespace(worker: str, api, namespace: str, kubectl) -> None:
     )
 
 
+LOG_READER = "fmnist-log-reader"  # k8s/kueue/multikueue/worker/log-reader.yaml
+
+
 def _log_reader_kubeconfig(worker: str, api, namespace: str) -> str:
     """A kubeconfig for the worker as its log-reader ServiceAccount (a TokenRequest token)."""
-    _, config = account_kubeconfig(api, worker_kubeconfig(worker), "log-reader", namespace)
+    _, config = account_kubeconfig(api, worker_kubeconfig(worker), LOG_READER, namespace)
     return yaml.safe_dump(config)
 
 

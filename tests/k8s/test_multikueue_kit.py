@@ -86,12 +86,18 @@ def test_a_worker_has_the_managers_local_queue_leading_to_its_gpu_quota(manager,
     assert "nvidia.com/gpu" in covered
 
 
-def test_a_worker_lets_the_step_read_the_training_log(worker):
-    role = by_kind(worker, "ClusterRole")["fmnist-training-log-reader"]
-    granted = {
-        (res, verb) for rule in role["rules"] for res in rule["resources"] for verb in rule["verbs"]
-    }
-    assert {("pods", "list"), ("pods/log", "get")} <= granted
+def test_a_worker_lets_the_step_read_the_training_log_in_its_namespace_only(manager, worker):
+    """tests/k8s/test_rbac.py compares the grants with the code; here: where they apply."""
+    (local,) = by_kind(manager, "LocalQueue").values()
+    namespace = local["metadata"]["namespace"]
+    role = by_kind(worker, "Role")["fmnist-training-log-reader"]
+    binding = by_kind(worker, "RoleBinding")["fmnist-training-log-reader"]
+    account = by_kind(worker, "ServiceAccount")["fmnist-log-reader"]
+    assert not by_kind(worker, "ClusterRole")
+    assert {o["metadata"]["namespace"] for o in (role, binding, account)} == {namespace}
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "fmnist-log-reader", "namespace": namespace}
+    ]
 
 
 def _config(render_kustomization, folder: str) -> dict:

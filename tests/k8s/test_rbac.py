@@ -18,6 +18,16 @@ call. The launcher handles job kinds only through ``JobKind`` objects, so a reso
 ``<something>.resource`` (``target.kind.resource``) stands for the ``.resource`` of every
 such object ``components/`` defines (the JobKinds of PyTorchJob and TrainJob).
 
+A request for one Namespace (``namespaces/{name}``) is filed by the API server under that
+namespace (k8s.io/apiserver v0.36.3 pkg/endpoints/request/requestinfo.go: the name after
+``namespaces`` becomes the request's namespace), so a Role there grants it: reading the run's
+own namespace goes in the Role, and no ClusterRole is needed for it.
+
+Every Role and ClusterRole shipped anywhere in k8s/ is one of these, each compared with the
+calls of the code that acts with it: the steps' Role and ClusterRole (k8s/rbac), and the log
+reader a MultiKueue worker grants the train step's log follower
+(k8s/kueue/multikueue/worker, ``components/runtime/logs.py`` LogFollower).
+
 ``pipelines/`` (the CLI, which acts with the user's own credentials) is not part of this.
 Discovery and OpenAPI documents (``KubeClient.served_resources``/``openapi_schema``) are
 non-resource URLs every authenticated user may read (the ``system:discovery`` ClusterRole).
@@ -84,6 +94,7 @@ class Function:
     params: list[str]
     is_method: bool
     calls: set[Call]
+    owner: str = ""  # the class of a method
 
 
 @functools.cache
@@ -112,6 +123,8 @@ def request_call(path: str, http: str) -> Call:
     namespaced = rest[:2] == ["namespaces", "{namespace}"]
     if namespaced:
         rest = rest[2:]
+    elif rest[:2] == ["namespaces", "{name}"]:  # one Namespace: filed under itself
+        namespaced = True
     resource, named, subresource = rest[0], len(rest) > 1, rest[2:]
     one, collection = VERBS[http]
     return Call(one if named else collection, group, "/".join([resource, *subresource]), namespaced)
@@ -171,13 +184,17 @@ def load_functions() -> dict[str, list[Function]]:
     for path in STEP_CODE:
         module = importlib.import_module(module_name(path))
         tree = ast.parse(path.read_text(), str(path))
-        methods = {
-            id(item) for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef) for item in cls.body
+        owners = {
+            id(item): cls.name
+            for cls in ast.walk(tree)
+            if isinstance(cls, ast.ClassDef)
+            for item in cls.body
         }
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef):
                 params = [arg.arg for arg in node.args.args]
-                function = Function(node, module, params, id(node) in methods, set())
+                owner = owners.get(id(node), "")
+                function = Function(node, module, params, bool(owner), set(), owner)
                 function.calls = direct_calls(function)
                 functions.setdefault(node.name, []).append(function)
     return functions
@@ -268,8 +285,8 @@ def bind_part(value, chosen: dict):
     return getattr(argument, value.part) + value.suffix
 
 
-def derive_calls() -> set[Call]:
-    """Every resolved API call the code in components/ can make."""
+def propagated() -> dict[str, list[Function]]:
+    """Every function of components/, each with the calls it makes through what it calls."""
     functions = load_functions()
     changed = True
     while changed:  # propagate through wrappers until nothing new appears
@@ -284,10 +301,16 @@ def derive_calls() -> set[Call]:
                     if bound and not bound <= caller.calls:
                         caller.calls |= bound
                         changed = True
+    return functions
+
+
+def derive_calls(owner: str = "") -> set[Call]:
+    """Every resolved API call the code in components/ (or one class of it) can make."""
     return {
         call
-        for same_name in functions.values()
+        for same_name in propagated().values()
         for function in same_name
+        if not owner or f"{function.module.__name__}.{function.owner}" == owner
         for call in function.calls
         if call.resolved()
     }
@@ -340,9 +363,9 @@ def test_the_derivation_sees_every_steps_calls(derived):
         ("kubeflow.org", "experiments", "get"),
         ("kubeflow.org", "experiments", "delete"),
         ("kubeflow.org", "trials", "list"),
+        ("", "namespaces", "get"),  # validate-serving: its own namespace's labels
     }
     assert triples(derived, namespaced=False) == {
-        ("", "namespaces", "get"),  # validate-serving
         ("", "nodes", "get"),  # train: is a job's pod on a lost node? (lost_nodes.py)
     }
 
@@ -355,7 +378,7 @@ def test_role_grants_every_namespaced_call_and_nothing_else(rbac, derived):
 
 def test_cluster_role_grants_exactly_the_cluster_scoped_calls(rbac, derived):
     assert granted(rbac["ClusterRole"]) == triples(derived, namespaced=False)
-    assert rbac["ClusterRole"]["metadata"] == {"name": "fmnist-pipeline-namespaces"}
+    assert rbac["ClusterRole"]["metadata"] == {"name": "fmnist-pipeline-nodes"}
 
 
 @pytest.mark.parametrize(
@@ -381,6 +404,83 @@ def test_role_has_no_wildcards(rbac, kind):
     for rule in rbac[kind]["rules"]:
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[field]
+
+
+K8S = REPO / "k8s"
+ROLE_KINDS = ("Role", "ClusterRole")
+LOG_READER = "components.runtime.logs.LogFollower"
+LOG_ROLE = "fmnist-training-log-reader"
+
+
+@pytest.fixture(scope="module")
+def shipped(render_kustomization) -> list[dict]:
+    """Every Role, ClusterRole and binding of every kustomization under k8s/, once each."""
+    found = {}
+    for folder in sorted(path.parent for path in K8S.rglob("kustomization.yaml")):
+        for obj in render_kustomization(folder):
+            if obj["kind"] in (*ROLE_KINDS, "RoleBinding", "ClusterRoleBinding"):
+                key = (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+                found[key] = obj
+    return list(found.values())
+
+
+@functools.cache
+def namespaced_resources() -> frozenset[str]:
+    """The resources the kubernetes client reaches under ``namespaces/{namespace}``."""
+    found = set()
+    for cls in vars(kubernetes.client).values():
+        if not (inspect.isclass(cls) and cls.__name__.endswith("Api")):
+            continue
+        for path, _ in CALL_API.findall(inspect.getsource(cls)):
+            if "/namespaces/{namespace}/" in path:
+                call = request_call(path, "GET")
+                found.add(call.resource)
+    return frozenset(found)
+
+
+def test_every_shipped_role_is_one_the_code_acts_with(shipped):
+    """No Role or ClusterRole in k8s/ that these tests do not compare with code."""
+    roles = {(o["kind"], o["metadata"]["name"]) for o in shipped if o["kind"] in ROLE_KINDS}
+    assert roles == {
+        ("Role", "fmnist-pipeline-steps"),
+        ("ClusterRole", "fmnist-pipeline-nodes"),
+        ("Role", "fmnist-training-log-reader"),
+    }
+
+
+def test_the_log_reader_grants_exactly_what_the_log_follower_calls(shipped):
+    (role,) = [o for o in shipped if o["kind"] == "Role" and o["metadata"]["name"] == LOG_ROLE]
+    bindings = [o for o in shipped if o["kind"] == "RoleBinding"]
+    (binding,) = [o for o in bindings if o["roleRef"]["name"] == LOG_ROLE]
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
+    follower = derive_calls(LOG_READER)
+    assert triples(follower, namespaced=False) == set()
+    assert (
+        granted(role)
+        == triples(follower, namespaced=True)
+        == {
+            ("", "pods", "list"),
+            ("", "pods/log", "get"),
+        }
+    )
+
+
+def test_every_binding_grants_in_its_own_namespace_where_it_can(shipped):
+    """A ClusterRole only for what has no namespace; a RoleBinding beside each Role."""
+    for obj in shipped:
+        if obj["kind"] == "ClusterRole":
+            resources = {r for rule in obj["rules"] for r in rule["resources"]}
+            assert resources.isdisjoint(namespaced_resources() - {"namespaces"}), obj
+            assert "namespaces" not in resources, "the run's own namespace is the Role's"
+        if obj["kind"] == "RoleBinding":
+            namespace = obj["metadata"]["namespace"]
+            assert obj["roleRef"]["kind"] == "Role", obj
+            assert {s.get("namespace", namespace) for s in obj["subjects"]} == {namespace}
+
+
+def test_namespaced_resources_are_told_from_cluster_scoped_ones():
+    assert {"pods", "pods/log", "secrets", "networkpolicies"} <= namespaced_resources()
+    assert {"nodes", "persistentvolumes"}.isdisjoint(namespaced_resources())
 
 
 def calls_in(source: str, params=("api",)) -> set[tuple]:
@@ -419,7 +519,8 @@ def calls_in(source: str, params=("api",)) -> set[tuple]:
             "def f(api):\n    api.delete_collection_namespaced_job('ns')\n",
             ("batch", "jobs", "deletecollection", True),
         ),
-        ("def f(api):\n    api.read_namespace('kubeflow')\n", ("", "namespaces", "get", False)),
+        ("def f(api):\n    api.read_namespace('kubeflow')\n", ("", "namespaces", "get", True)),
+        ("def f(api):\n    api.list_namespace()\n", ("", "namespaces", "list", False)),
         ("def f(api):\n    api.list_node()\n", ("", "nodes", "list", False)),
     ],
 )
