@@ -24,7 +24,7 @@ from pathlib import Path
 CONTROLPLANE = Path(__file__).resolve().parent
 # Modules built on the same Kubernetes minor, whose shared dependencies can be one version.
 GROUPS = (
-    ("kubernetes", "kwok", "jobset", "kueue", "trainer-v2.3.0", "training-operator"),
+    ("kubernetes", "kwok", "jobset", "kueue", "trainer-v2.3.0", "training-operator", "kube-router"),
     ("containerd", "coredns"),
 )
 _SEMVER = re.compile(r"v(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")

@@ -37,7 +37,9 @@ maps rendered with kustomize from the same module. ``up`` then
 6. starts CoreDNS, the image registry with the images of harness/images.py pushed into it
    (harness/registry.py), and the two real nodes (harness/node.py: each containerd v2 with
    runc, the bridge CNI, a kubelet and kube-proxy; the second in a network namespace of its
-   own, harness/node_network.py), which pull the images, and waits until they are Ready.
+   own, harness/node_network.py), which pull the images, and waits until they are Ready;
+7. starts kube-router's NetworkPolicy controller on each real node (harness/enforcer.py), so
+   that the NetworkPolicies of k8s/network-policies are enforced there.
 
 ``karmada``, on a running cluster with both workers, starts Karmada's control plane (its own
 kube-apiserver, and the aggregated apiserver, webhook, controller manager and scheduler,

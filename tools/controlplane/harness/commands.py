@@ -17,6 +17,7 @@ from harness import (
     api_service,
     control_plane,
     dns,
+    enforcer,
     image_builds,
     images,
     karmada,
@@ -67,6 +68,9 @@ def up(args) -> None:
     _merge(processes, _start_real_nodes(api=Api(KUBECONFIG), pod_images=pod_images))
     seconds["real_nodes"] = time.monotonic() - started - sum(seconds.values())
     progress(started, f"CoreDNS answering, nodes {', '.join(node.NAMES)} Ready")
+    _merge(processes, _start_enforcers(Api(KUBECONFIG)))
+    seconds["enforcers"] = time.monotonic() - started - sum(seconds.values())
+    progress(started, "NetworkPolicies enforced on the real nodes (kube-router)")
     seconds["total"] = time.monotonic() - started
     state = {**versions, **processes, "seconds": {k: round(v, 1) for k, v in seconds.items()}}
     STATE.write_text(json.dumps(state, indent=1))
@@ -197,6 +201,21 @@ def _start_real_nodes(api: Api, pod_images: tuple[images.ImageSet, ...]) -> dict
         records += [process.__dict__ for process, _ in started]
     for real in node.NODES:
         node.wait_ready(api, real)
+    return {"pids": pids, "processes": records}
+
+
+def _start_enforcers(api: Api) -> dict:
+    """kube-router's NetworkPolicy controller on each real node (harness/enforcer.py)."""
+    server = yaml.safe_load(KUBECONFIG.read_text())["clusters"][0]["cluster"]["server"]
+    ca_dir = control_plane.kwok_cluster_dir() / "pki"
+    api.create_all(enforcer.rbac(), "enforcers")
+    pids, records = {}, []
+    for real in node.NODES:  # each reads its Node object when it starts
+        process = enforcer.process(real, ca_dir, server if real.first else node.API_SERVICE)
+        pids[process.name] = process.start()
+        records.append(process.__dict__)
+    for real in node.NODES:
+        enforcer.wait_ready(real)
     return {"pids": pids, "processes": records}
 
 

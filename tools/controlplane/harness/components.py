@@ -87,7 +87,7 @@ def _control_plane() -> list[Component]:
 
 
 def _node() -> list[Component]:
-    """What the real nodes run beside the kubelet: containerd, cluster DNS, the registry."""
+    """What the real nodes run beside the kubelet: containerd, DNS, registry, policy enforcer."""
     containerd = "github.com/containerd/containerd/v2"
     return [
         Component(
@@ -109,6 +109,12 @@ def _node() -> list[Component]:
             "registry",
             "github.com/distribution/distribution/v3",
             {"registry": "fmnist.local/controlplane/registry"},
+        ),
+        # kube-router/main.go: upstream's program with only its NetworkPolicy controller.
+        Component(
+            "kube-router",
+            "github.com/cloudnativelabs/kube-router/v2",
+            {"kube-router": "fmnist.local/controlplane/kube-router"},
         ),
     ]
 

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import node_configs, node_network, registry
+from harness import enforcer, node_configs, node_network, registry
 from harness.images import IMAGE_NAMES, ImageSet
 from harness.paths import BIN, CACHE, PIDS
 from harness.processes import Process, run, terminate, wait_for
@@ -279,9 +279,10 @@ def containerd_up(node: RealNode, bin_dir: Path = BIN) -> bool:
 
 
 def stop(node: RealNode) -> None:
-    """Stop the node's kubelet, kube-proxy, containers and containerd; undo mounts, network."""
-    for program in ("kubelet", "kube-proxy"):
+    """Stop the node's programs (its enforcer too), containers, containerd; undo its network."""
+    for program in ("kubelet", "kube-proxy", enforcer.PROGRAM):
         _stop_program(node.program(program), 15)
+    enforcer.clean_up(node)
     containerd = node.program("containerd")
     if (PIDS / f"{containerd}.pid").exists() and containerd_up(node):
         _remove_containers(node)

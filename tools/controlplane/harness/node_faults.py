@@ -1,9 +1,10 @@
 """Losing a real node and getting it back, the way a power cut and a reboot do.
 
-``power_off`` kills the node's kubelet and kube-proxy and every container it runs (SIGKILL:
-nothing is told); its containerd stays, as an image store. ``power_on`` starts the kubelet
-and kube-proxy again with the commands ``cluster-up`` gave them; the kubelet then finds its
-pods' containers dead and its pods' fate in the API (a job deleted meanwhile takes them).
+``power_off`` kills the node's kubelet, kube-proxy and policy enforcer (harness/enforcer.py)
+and every container it runs (SIGKILL: nothing is told); its containerd stays, as an image
+store, and so do the enforcer's rules. ``power_on`` starts the three again with the commands
+``cluster-up`` gave them; the kubelet then finds its pods' containers dead and its pods'
+fate in the API (a job deleted meanwhile takes them).
 The fault tests (tests/cluster/test_faults.py) use both; so can a person:
 
     python tools/controlplane/cluster.py node-off 2
@@ -19,7 +20,7 @@ from harness.node import NODES, RealNode, wait_ready
 from harness.paths import STATE
 from harness.processes import Process, alive, terminate
 
-PROGRAMS = ("kubelet", "kube-proxy")
+PROGRAMS = ("kubelet", "kube-proxy", "kube-router")  # with the node's policy enforcer
 
 
 def node(index: int) -> RealNode:
@@ -29,7 +30,7 @@ def node(index: int) -> RealNode:
 
 
 def power_off(real: RealNode) -> None:
-    """Kill the node's kubelet, kube-proxy and containers at once."""
+    """Kill the node's kubelet, kube-proxy, enforcer and containers at once."""
     state = json.loads(STATE.read_text())
     pids = [state["pids"][real.program(p)] for p in PROGRAMS if real.program(p) in state["pids"]]
     for pid in pids:
@@ -42,7 +43,7 @@ def power_off(real: RealNode) -> None:
 
 
 def power_on(real: RealNode, api) -> None:
-    """Start the node's kubelet and kube-proxy again; wait until the node is Ready."""
+    """Start the node's kubelet, kube-proxy and enforcer again; wait until the node is Ready."""
     state = json.loads(STATE.read_text())
     recorded = {p["name"]: p for p in state.get("processes", [])}
     for program in PROGRAMS:
