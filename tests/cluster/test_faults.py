@@ -47,6 +47,7 @@ from fault_helpers import (
     replacement,
     wait_for_log,
 )
+from probes import isolated, network_policies  # noqa: F401  (isolated: a fixture)
 from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespace``)
     describe_pods,
     harness_module,
@@ -58,7 +59,13 @@ from components.runtime import waiting
 from components.runtime.watchers.lost_nodes import NODE_LOST_SECONDS, NodeLost
 from trainer.data import pack
 
-pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
+# Each run's namespace has k8s/network-policies applied (probes.py): the faults are survived
+# under enforcement, as in an isolated profile namespace.
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.real_pods,
+    pytest.mark.usefixtures("quick_polls", "isolated"),
+]
 MID_EPOCH_2 = r"epoch 2 \["  # rank 0's progress line half way through epoch 2
 RESUMED = re.compile(r"resumed from epoch (\d+) \(its checkpoint\)")
 
@@ -81,6 +88,7 @@ def reference(
     namespace, cleanup = make_namespace(request, core, kubectl, kueue_setup, labels, annotations)
     folder = tmp_path_factory.mktemp("reference")
     try:
+        network_policies(kubectl, namespace)
         _, config = account_kubeconfig(api_client, kubeconfig, "pipeline-runner", namespace)
         (folder / "kubeconfig").write_text(yaml.safe_dump(config))
         with acting_as(folder / "kubeconfig"), pytest.MonkeyPatch.context() as patch:

@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from probes import isolated  # noqa: F401  (a fixture: k8s/network-policies in ``namespace``)
 from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespace``)
     PodRecorder,
     bind_workspace,
@@ -42,7 +43,7 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 from components.runtime.katib import tune_job
 from components.runtime.launcher import run_training_job
 from components.specs.params import TrainingJob
-from components.specs.pods import workspace_placement
+from components.specs.pods import ROLE_LABEL, TRAINING_ROLE, workspace_placement
 from components.specs.sweep import Sweep
 from trainer.data import pack
 
@@ -106,7 +107,8 @@ def check_learned(saved: dict, recorded: PodRecorder, out: str) -> None:
     """DDP over two real pods on the two real nodes: the accuracy, rank 0's log in the step's.
 
     Each node has 1.5 CPU allocatable (harness/node_configs.py SYSTEM_RESERVED), so ranks of
-    1 CPU each land on different kubelets and talk over the pod network between nodes.
+    1 CPU each land on different kubelets and talk over the pod network between nodes, in
+    the tests marked ``isolated`` under the enforced k8s/network-policies.
     """
     accuracy = saved["metrics"]["accuracy"]
     assert accuracy > 0.5  # a uniform guess scores 0.1
@@ -118,6 +120,7 @@ def check_learned(saved: dict, recorded: PodRecorder, out: str) -> None:
     for pod in recorded.pods.values():
         (status,) = pod.status.container_statuses
         assert status.state.terminated.exit_code == 0, status
+        assert pod.metadata.labels[ROLE_LABEL] == TRAINING_ROLE  # k8s/network-policies selects
 
 
 def check_trained(saved: dict, recorded: PodRecorder, out: str):
@@ -134,6 +137,7 @@ def check_trained(saved: dict, recorded: PodRecorder, out: str):
     return worker
 
 
+@pytest.mark.usefixtures("isolated")
 def test_the_default_pytorchjob_trains_for_real(
     as_pipeline, namespace, core, packed_slice, tmp_path, capsys
 ):
@@ -150,6 +154,7 @@ def test_the_default_pytorchjob_trains_for_real(
     assert init.security_context is None  # the operator's default: root, as on most clusters
 
 
+@pytest.mark.usefixtures("isolated")
 @pytest.mark.parametrize("namespace", ["restricted"], indirect=True)
 def test_a_restricted_namespace_trains_with_the_admin_init_container(
     as_pipeline, restricted_init_container, namespace, core, packed_slice, tmp_path, capsys
@@ -161,6 +166,7 @@ def test_a_restricted_namespace_trains_with_the_admin_init_container(
     assert init.security_context.run_as_user == 65534
 
 
+@pytest.mark.usefixtures("isolated")
 def test_the_trainjob_trains_for_real(
     as_pipeline, cluster_state, namespace, core, packed_slice, tmp_path, capsys
 ):
