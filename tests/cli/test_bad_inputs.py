@@ -143,8 +143,8 @@ BAD_INPUTS = [
         "--serving-image must be an image reference",
     ),
     (
-        ["fmnist", "render", "inferenceservice", "--take-over-service", "yes"],
-        "argument --take-over-service: must be true or false, got 'yes'",
+        ["fmnist", "render", "inferenceservice", "--model-registry-insecure", "yes"],
+        "argument --model-registry-insecure: must be true or false, got 'yes'",
     ),
     (
         ["fmnist", "render", "inferenceservice", "--serving-gpus", "1"],

@@ -91,6 +91,7 @@ def test_pytorchjob_single_node_exact_object(validate_crd):
         "metadata": {"labels": {"sidecar.istio.io/inject": "false"}},
         "spec": {
             "securityContext": RESTRICTED_POD,
+            "automountServiceAccountToken": False,
             "containers": [container],
             "volumes": [
                 {

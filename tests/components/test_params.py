@@ -129,7 +129,6 @@ def test_queue_follows_the_gpus_and_shm_the_processes(changes, queue, shm):
         (Serving, dict(model_registry_secret=""), "model_registry_secret", "a Secret name"),
         (Serving, dict(model_registry_secret="Bad_Name"), "model_registry_secret", "a Secret"),
         (Serving, dict(model_registry_insecure="true"), "model_registry_insecure", "true or"),
-        (Serving, dict(take_over_service=1), "take_over_service", "true or false"),
         (DataSlice, dict(train_limit=0), "train_limit", "an integer >= 1"),
         (DataSlice, dict(test_limit=2.5), "test_limit", "an integer >= 1"),
     ],
