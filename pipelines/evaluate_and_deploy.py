@@ -4,7 +4,7 @@ from typing import NamedTuple
 
 from kfp import dsl, kubernetes
 
-from components.runtime.registry import CREDENTIALS_DIR
+from components.runtime.registry_credentials import CREDENTIALS_DIR
 from components.steps.deploy import deploy
 from components.steps.evaluate import evaluate
 from components.steps.register import register_model

@@ -10,13 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.runtime.registry import (
-    Credentials,
-    Registry,
-    RegistryError,
-    Version,
-    version_properties,
-)
+from components.runtime.registry import Registry, RegistryError, Version, version_properties
+from components.runtime.registry_credentials import Credentials
 from components.specs.kinds import INFERENCESERVICE
 from components.specs.params import Serving
 from trainer.model_dir import CARD_FILE, pvc_uri

@@ -1,4 +1,5 @@
-"""Which token the Model Registry client sends, and where: to a real HTTP listener.
+"""Which token the Model Registry client sends, and where (components/runtime/registry.py,
+registry_credentials.py): to a real HTTP listener.
 
 Upstream behaviour relied on, read in kubeflow/model-registry's Python client 0.3.8 and
 0.3.11, ``clients/python/src/model_registry/_client.py``: ``ModelRegistry.__init__`` calls
@@ -17,7 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from components.runtime.registry import Credentials, Registry, RegistryError
+from components.runtime.registry import Registry
+from components.runtime.registry_credentials import Credentials, RegistryError
 
 # The answer of a real v0.3.8 server to the constructor's request (tests/components/
 # registry_tapes/, the first exchange of each tape).

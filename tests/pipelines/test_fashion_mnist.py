@@ -22,7 +22,7 @@ import yaml
 from kfp import dsl
 
 from components.images import default_image
-from components.runtime.registry import CREDENTIALS_DIR
+from components.runtime.registry_credentials import CREDENTIALS_DIR
 from components.specs.params import DataSlice, Serving, TrainingJob
 from components.specs.pods import GPU_TOLERATION, OWN_WORKSPACE_MOUNT_PATH
 from pipelines import PIPELINES
