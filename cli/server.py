@@ -1,7 +1,9 @@
 """Talking to a Kubeflow Pipelines server for ``fmnist submit`` and ``fmnist schedule``.
 
 Everything goes through ``kfp.Client`` (the KFP v2beta1 REST API). Server and network
-errors become ``UsageError``s that name the host, never tracebacks.
+errors become ``UsageError``s that name the host, never tracebacks. Nothing waits for ever:
+the healthz check has connect and read timeouts (``HEALTHZ_SECONDS``), and every block of
+client calls (inside ``quiet``) a deadline (``CALL_SECONDS``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import sys
 import urllib.error
 import urllib.parse
@@ -25,6 +28,8 @@ from cli.errors import UsageError
 TOKEN_ENV = "FMNIST_KFP_TOKEN"  # the token, when neither --token nor --token-file gives one
 TOKEN_FILE_MAX_BYTES = 16 * 1024  # a service-account token is 1 to 2 KiB
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")  # plain http to these stays on this machine
+HEALTHZ_SECONDS = 10.0  # to connect, and for each read, of the healthz check
+CALL_SECONDS = 60.0  # the most one block of kfp.Client calls may take, an upload included
 
 
 def check_url(host: str | None) -> None:
@@ -48,7 +53,7 @@ def require_host(host: str | None) -> str:
     return host
 
 
-def check_host(host: str | None, token: str | None, timeout: float = 10.0) -> dict:
+def check_host(host: str | None, token: str | None) -> dict:
     """The server's healthz answer; fail early and clearly when the KFP API does not answer.
 
     Raises:
@@ -60,7 +65,7 @@ def check_host(host: str | None, token: str | None, timeout: float = 10.0) -> di
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=HEALTHZ_SECONDS) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:
         hint = " (check the token)" if exc.code in (401, 403) else ""
@@ -166,20 +171,52 @@ def connect(host: str, token: str | None = None, namespace: str | None = None):
         return kfp.Client(host=host, existing_token=token, namespace=namespace or "kubeflow")
 
 
+class NoAnswer(BaseException):
+    """``CALL_SECONDS`` passed inside ``quiet``.
+
+    A BaseException, so that no ``except Exception`` in the client takes it for a failed
+    request and carries on.
+    """
+
+
 @contextlib.contextmanager
 def quiet(host: str) -> Iterator[None]:
-    """Silence the client's prints and warnings; turn API errors into UsageErrors."""
+    """Silence the client's prints and warnings; turn API errors into UsageErrors.
+
+    The block ends within ``CALL_SECONDS``: the ``kfp.Client`` sets no timeout on its
+    requests (kfp-server-api 2.17.3 ``kfp_server_api/rest.py``, ``RESTClientObject.request``:
+    none unless a call passes ``_request_timeout``, and kfp 2.17.3 ``kfp/client/client.py``
+    passes none), so a timer interrupts it instead (main thread only, as ``fmnist`` runs).
+    """
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _deadline():
             warnings.simplefilter("ignore")
             yield
+    except NoAnswer:
+        raise UsageError(
+            f"Kubeflow Pipelines at {host} did not answer within {CALL_SECONDS:g} s"
+        ) from None
     except ApiException as exc:
         raise UsageError(f"Kubeflow Pipelines at {host} refused: {_api_message(exc)}") from None
     except HTTPError as exc:
         raise UsageError(f"cannot reach Kubeflow Pipelines at {host}: {exc}") from None
+
+
+@contextlib.contextmanager
+def _deadline() -> Iterator[None]:
+    def interrupt(signum, frame):
+        raise NoAnswer
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, CALL_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _api_message(exc) -> str:

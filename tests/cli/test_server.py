@@ -7,9 +7,11 @@ show it; it is never printed, not in an error and not in a warning. The real
 
 import http.server
 import threading
+import time
 
 import pytest
 
+from cli import server
 from cli.main import main
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0.c2lnbmF0dXJl"
@@ -177,3 +179,65 @@ def test_the_token_appears_in_no_error(kfp_server, refusing_server, package, tmp
         out, err = capsys.readouterr()
         assert message in one_error_line(err, command)
         assert TOKEN not in out + err
+
+
+# --- timeouts: a server that stops answering ends the command, in one line ---------------
+
+
+def test_a_silent_host_fails_the_healthz_check_within_its_bound(
+    silent_server, package, capsys, monkeypatch
+):
+    monkeypatch.setattr(server, "HEALTHZ_SECONDS", 0.5)
+    start = time.monotonic()
+    assert main(["submit", "--host", silent_server, "--package", str(package)]) == 2
+    assert time.monotonic() - start < 5
+    err = one_error_line(capsys.readouterr().err, "submit")
+    assert f"cannot reach Kubeflow Pipelines at {silent_server}: timed out" in err
+
+
+@pytest.mark.parametrize(
+    ("command", "extra", "stalled"),
+    [
+        ("submit", ["--package"], "list_pipelines"),  # the upload's first call
+        ("submit", ["--package"], "create_run"),
+        ("schedule", ["--list"], "list_recurring"),
+        ("submit", ["--package"], "healthz"),  # kfp.Client asks it again, when it is made
+    ],
+)
+def test_a_server_that_stops_answering_fails_the_command_within_its_bound(
+    kfp_server, package, capsys, monkeypatch, command, extra, stalled
+):
+    """kfp-server-api 2.17.3 ``kfp_server_api/rest.py`` sets no timeout on a request unless
+    the call passes one, and kfp 2.17.3 ``kfp/client/client.py`` passes none; the client
+    asks healthz when it is made unless a namespace is set (``Client.__init__``)."""
+    answered = threading.Event()  # held until the test is over, or 20 s at most
+    monkeypatch.setattr(server, "CALL_SECONDS", 0.5)
+    fake_kfp = kfp_server.RequestHandlerClass  # FakeKFP of tests/conftest.py
+    if stalled == "healthz":  # let the command's own check through, stall the client's
+        first = fake_kfp.healthz
+        calls = []
+
+        def healthz(handler):
+            calls.append(1)
+            if len(calls) > 1:
+                answered.wait(20)
+            return first(handler)
+
+        monkeypatch.setattr(fake_kfp, "healthz", healthz)
+    else:
+        original = getattr(fake_kfp, stalled)
+        monkeypatch.setattr(
+            fake_kfp, stalled, lambda handler, **k: (answered.wait(20), original(handler, **k))[1]
+        )
+    argv = [command, "--host", kfp_server.url, *extra]
+    if extra == ["--package"]:
+        argv.append(str(package))
+    start = time.monotonic()
+    try:
+        code = main(argv)
+    finally:
+        answered.set()
+    assert time.monotonic() - start < 10  # a stalled answer comes after 20 s
+    assert code == 2
+    err = one_error_line(capsys.readouterr().err, command)
+    assert f"Kubeflow Pipelines at {kfp_server.url} did not answer within 0.5 s" in err
