@@ -8,7 +8,7 @@ from components.runtime.registry_credentials import CREDENTIALS_DIR
 from components.steps.deploy import deploy
 from components.steps.evaluate import evaluate
 from components.steps.register import register_model
-from pipelines.settings import CompileSettings
+from pipelines.settings import DATA_STEP, CompileSettings
 from trainer.model_dir import MODEL_STORE
 
 
@@ -140,7 +140,9 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
             report: Per-class accuracy and the training curve, in Markdown.
             report_html: The same with charts, as one HTML file.
         """
-        evaluated = settings.step(evaluate(model=model, dataset=dataset, min_accuracy=min_accuracy))
+        evaluated = settings.step(
+            evaluate(model=model, dataset=dataset, min_accuracy=min_accuracy), DATA_STEP
+        )
         accuracy = evaluated.outputs["Output"]
         with dsl.If(accuracy >= min_accuracy, name="accuracy-gate"):
             registry = (model_registry, model_registry_secret)
