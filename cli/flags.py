@@ -39,6 +39,14 @@ def _value_type(hint) -> type:
     return next((arg for arg in typing.get_args(hint) if arg is not type(None)), hint)
 
 
+def truth(text: str) -> bool:
+    """A boolean flag's value: true or false (argparse's ``bool`` takes "false" as true)."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
+    return value == "true"
+
+
 def add_set_flags(
     parser: argparse.ArgumentParser, parameter_set, title: str, exclude: tuple[str, ...] = ()
 ) -> None:
@@ -55,7 +63,7 @@ def add_set_flags(
         group.add_argument(
             flag(item.name),
             dest=item.name,
-            type=kind,
+            type=truth if kind is bool else kind,
             default=default,
             metavar=kind.__name__.upper(),
             help=f"{item.metadata['help']}{shown}",

@@ -1,7 +1,9 @@
 """Talking to a Kubeflow Pipelines server for ``fmnist submit`` and ``fmnist schedule``.
 
 Everything goes through ``kfp.Client`` (the KFP v2beta1 REST API). Server and network
-errors become ``UsageError``s that name the host, never tracebacks.
+errors become ``UsageError``s that name the host, never tracebacks. Nothing waits for ever:
+the healthz check has connect and read timeouts (``HEALTHZ_SECONDS``), and every block of
+client calls (inside ``quiet``) a deadline (``CALL_SECONDS``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import contextlib
 import io
 import json
 import os
+import signal
+import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 import warnings
 from collections.abc import Iterator
@@ -19,6 +24,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cli.errors import UsageError
+
+TOKEN_ENV = "FMNIST_KFP_TOKEN"  # the token, when neither --token nor --token-file gives one
+TOKEN_FILE_MAX_BYTES = 16 * 1024  # a service-account token is 1 to 2 KiB
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")  # plain http to these stays on this machine
+HEALTHZ_SECONDS = 10.0  # to connect, and for each read, of the healthz check
+CALL_SECONDS = 60.0  # the most one block of kfp.Client calls may take, an upload included
 
 
 def check_url(host: str | None) -> None:
@@ -42,7 +53,7 @@ def require_host(host: str | None) -> str:
     return host
 
 
-def check_host(host: str | None, token: str | None, timeout: float = 10.0) -> dict:
+def check_host(host: str | None, token: str | None) -> dict:
     """The server's healthz answer; fail early and clearly when the KFP API does not answer.
 
     Raises:
@@ -54,10 +65,10 @@ def check_host(host: str | None, token: str | None, timeout: float = 10.0) -> di
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=HEALTHZ_SECONDS) as response:
             body = response.read()
     except urllib.error.HTTPError as exc:
-        hint = " (check --token)" if exc.code in (401, 403) else ""
+        hint = " (check the token)" if exc.code in (401, 403) else ""
         raise UsageError(f"Kubeflow Pipelines at {host} answered {exc.code}{hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -104,6 +115,54 @@ def server_version(health: dict, stated: tuple[int, int] | None) -> tuple[int, i
     return version
 
 
+def kfp_token(args: argparse.Namespace) -> str | None:
+    """The bearer token: ``--token-file``, ``--token``, else ``$FMNIST_KFP_TOKEN``; or None.
+
+    Prints one warning line when the token would go over plain http to a host other than
+    this machine. The token itself is never printed, in a warning or an error.
+
+    Raises:
+        UsageError: the file cannot be read, is too large, or the token is not one word of
+            printable ASCII (which would reach an HTTP header).
+    """
+    if args.token_file is not None:
+        token, source = _read_token_file(args.token_file), f"--token-file {args.token_file}"
+    elif args.token is not None:
+        token, source = args.token.strip(), "--token"
+    else:
+        token, source = os.environ.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}"
+    if not token:
+        if args.token_file is not None or args.token is not None:
+            raise UsageError(f"{source} gives an empty token")
+        return None
+    if not all("!" <= char <= "~" for char in token):
+        raise UsageError(
+            f"the token from {source} holds spaces, control or non-ASCII characters; "
+            "a bearer token is one word"
+        )
+    url = urllib.parse.urlsplit(args.host or "")
+    if url.scheme == "http" and url.hostname not in LOOPBACK_HOSTS:
+        print(
+            f"fmnist: warning: a token over plain http to {url.hostname} can be read by "
+            "anyone on the way; use https",
+            file=sys.stderr,
+        )
+    return token
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        with path.open("rb") as file:
+            data = file.read(TOKEN_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read --token-file {path}: {exc.strerror}") from None
+    if len(data) > TOKEN_FILE_MAX_BYTES:
+        raise UsageError(
+            f"--token-file {path} is over {TOKEN_FILE_MAX_BYTES} bytes: not a bearer token"
+        )
+    return data.decode("latin-1").strip()
+
+
 def connect(host: str, token: str | None = None, namespace: str | None = None):
     """A ``kfp.Client`` for ``host`` (whose healthz answer ``check_host`` has read)."""
     import kfp
@@ -112,20 +171,52 @@ def connect(host: str, token: str | None = None, namespace: str | None = None):
         return kfp.Client(host=host, existing_token=token, namespace=namespace or "kubeflow")
 
 
+class NoAnswer(BaseException):
+    """``CALL_SECONDS`` passed inside ``quiet``.
+
+    A BaseException, so that no ``except Exception`` in the client takes it for a failed
+    request and carries on.
+    """
+
+
 @contextlib.contextmanager
 def quiet(host: str) -> Iterator[None]:
-    """Silence the client's prints and warnings; turn API errors into UsageErrors."""
+    """Silence the client's prints and warnings; turn API errors into UsageErrors.
+
+    The block ends within ``CALL_SECONDS``: the ``kfp.Client`` sets no timeout on its
+    requests (kfp-server-api 2.17.3 ``kfp_server_api/rest.py``, ``RESTClientObject.request``:
+    none unless a call passes ``_request_timeout``, and kfp 2.17.3 ``kfp/client/client.py``
+    passes none), so a timer interrupts it instead (main thread only, as ``fmnist`` runs).
+    """
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _deadline():
             warnings.simplefilter("ignore")
             yield
+    except NoAnswer:
+        raise UsageError(
+            f"Kubeflow Pipelines at {host} did not answer within {CALL_SECONDS:g} s"
+        ) from None
     except ApiException as exc:
         raise UsageError(f"Kubeflow Pipelines at {host} refused: {_api_message(exc)}") from None
     except HTTPError as exc:
         raise UsageError(f"cannot reach Kubeflow Pipelines at {host}: {exc}") from None
+
+
+@contextlib.contextmanager
+def _deadline() -> Iterator[None]:
+    def interrupt(signum, frame):
+        raise NoAnswer
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, CALL_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _api_message(exc) -> str:
@@ -186,5 +277,15 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         help="KFP API URL, e.g. http://localhost:8080 after `kubectl port-forward -n kubeflow "
         "svc/ml-pipeline-ui 8080:80` (default: $KF_PIPELINES_ENDPOINT; --dry-run needs none)",
     )
-    group.add_argument("--token", help="bearer token, e.g. $(kubectl create token SA)")
+    token = group.add_mutually_exclusive_group()
+    token.add_argument(
+        "--token",
+        help=f"bearer token (visible in ps: prefer --token-file or ${TOKEN_ENV})",
+    )
+    token.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="PATH",
+        help=f"read the bearer token from this file (default: ${TOKEN_ENV}, if set)",
+    )
     group.add_argument("--namespace", help="the profile namespace (multi-user Kubeflow)")

@@ -22,6 +22,7 @@ from cli.server import (
     check_url,
     connect,
     experiment_id,
+    kfp_token,
     quiet,
     require_host,
     server_version,
@@ -158,6 +159,7 @@ def plan_from_args(
 def dry_run(args: argparse.Namespace) -> Plan:
     """``--dry-run``: check everything that needs no server, print the plan, contact nothing."""
     stated = stated_version(args.kfp_version)
+    kfp_token(args)  # a token file that cannot be read fails the dry run too
     with tempfile.TemporaryDirectory() as tmp:
         plan = plan_from_args(args, Path(tmp), stated)
     sent_to = f"to {args.host}" if args.host else "(no --host given)"
@@ -182,14 +184,15 @@ def upload_from_args(args: argparse.Namespace) -> Uploaded:
 
     require_host(args.host)
     stated = stated_version(args.kfp_version)
+    token = kfp_token(args)
     with tempfile.TemporaryDirectory() as tmp:
         plan = plan_from_args(args, Path(tmp), stated)
-        version = server_version(check_host(args.host, args.token), stated)
+        version = server_version(check_host(args.host, token), stated)
         if args.package or choose_variant(version, args.workspace_storage_class or "") != (
             plan.variant
         ):
             plan = plan_from_args(args, Path(tmp), version)  # checks or compiles for the server
-        client = connect(args.host, args.token, args.namespace)
+        client = connect(args.host, token, args.namespace)
         with quiet(args.host):
             pipeline_id, version_id = upload(
                 client,

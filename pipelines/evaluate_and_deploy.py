@@ -4,10 +4,11 @@ from typing import NamedTuple
 
 from kfp import dsl, kubernetes
 
+from components.runtime.registry_credentials import CREDENTIALS_DIR
 from components.steps.deploy import deploy
 from components.steps.evaluate import evaluate
 from components.steps.register import register_model
-from pipelines.settings import CompileSettings
+from pipelines.settings import DATA_STEP, CompileSettings
 from trainer.model_dir import MODEL_STORE
 
 
@@ -41,6 +42,7 @@ def evaluate_and_deploy_task(
         min_accuracy=params["min_accuracy"],
         model_pvc=params["model_pvc"],
         model_registry=params["model_registry"],
+        model_registry_secret=params["model_registry_secret"],
         target=target,
     )
     workspace.release(published)
@@ -71,12 +73,26 @@ def deploy_task(settings, model, dataset, serving, target, model_pvc):
     return on_model_volume(settings.step(deployed), model_pvc)
 
 
+def with_registry_credentials(task, secret):
+    """``task`` with the Secret ``secret`` mounted where the registry client reads its token.
+
+    Optional: a missing Secret mounts as an empty folder, and no token is sent. KFP's driver
+    names the volume after the Secret and sets ``optional`` as given (kubeflow/pipelines
+    2.5.0 ``backend/src/v2/driver/driver.go``, 2.15.0 ``backend/src/v2/driver/k8s.go``).
+    """
+    return kubernetes.use_secret_as_volume(
+        task, secret_name=secret, mount_path=CREDENTIALS_DIR, optional=True
+    )
+
+
 def release(settings, model, dataset, serving, target, model_pvc, model_registry, evaluated):
     """Behind the gate: serve the model; with a registry, register it and serve that version.
 
     Two complementary conditions rather than If/Else: the branch without a registry comes
     first, so its task keeps the name ``deploy`` that runs before this step had one.
+    ``model_registry`` is the pair (address, Secret name) of pipeline parameters.
     """
+    model_registry, secret = model_registry
     with dsl.If(model_registry == "", name="no-model-registry"):
         deploy_task(settings, model, dataset, serving, target, model_pvc)
     with dsl.If(model_registry != "", name="model-registry"):
@@ -87,8 +103,9 @@ def release(settings, model, dataset, serving, target, model_pvc, model_registry
             target=target,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         )
-        on_model_volume(settings.step(registered), model_pvc)
-        deploy_task(settings, model, dataset, serving, target, model_pvc).after(registered)
+        with_registry_credentials(on_model_volume(settings.step(registered), model_pvc), secret)
+        deployed = deploy_task(settings, model, dataset, serving, target, model_pvc)
+        with_registry_credentials(deployed.after(registered), secret)
 
 
 def evaluate_and_deploy_pipeline(settings: CompileSettings):
@@ -102,6 +119,7 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
         min_accuracy: float,
         model_pvc: str,
         model_registry: str,
+        model_registry_secret: str,
         target: str,
     ) -> Published:
         """Evaluate the model; deploy it if its test accuracy reaches min_accuracy.
@@ -113,6 +131,7 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
             min_accuracy: The gate.
             model_pvc: The PVC the deploy step publishes models to.
             model_registry: The Model Registry server; empty: no registration.
+            model_registry_secret: The Secret holding the registry's token, if it exists.
             target: "cluster" or "local".
 
         Returns:
@@ -121,10 +140,13 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
             report: Per-class accuracy and the training curve, in Markdown.
             report_html: The same with charts, as one HTML file.
         """
-        evaluated = settings.step(evaluate(model=model, dataset=dataset, min_accuracy=min_accuracy))
+        evaluated = settings.step(
+            evaluate(model=model, dataset=dataset, min_accuracy=min_accuracy), DATA_STEP
+        )
         accuracy = evaluated.outputs["Output"]
         with dsl.If(accuracy >= min_accuracy, name="accuracy-gate"):
-            release(settings, model, dataset, serving, target, model_pvc, model_registry, evaluated)
+            registry = (model_registry, model_registry_secret)
+            release(settings, model, dataset, serving, target, model_pvc, registry, evaluated)
         return Published(
             accuracy=accuracy,
             metrics=evaluated.outputs["metrics"],

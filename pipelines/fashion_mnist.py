@@ -12,7 +12,7 @@ from pipelines.evaluate_and_deploy import (
     evaluate_and_deploy_task,
 )
 from pipelines.parameters import TARGET, composed_of, fields_of
-from pipelines.settings import CompileSettings
+from pipelines.settings import DATA_STEP, CompileSettings
 from pipelines.workspace_tasks import WorkspaceTasks
 
 
@@ -41,7 +41,9 @@ def fashion_mnist_pipeline(settings: CompileSettings | None = None):
         target = "cluster" if on_pvc else params["target"]
         job = settings.check(validate_training(target=target, **fields_of(params, TrainingJob)))
         serving = settings.check(validate_serving(target=target, **fields_of(params, Serving)))
-        packed = settings.step(pack_dataset(**fields_of(params, DataSlice)).after(job, serving))
+        packed = settings.step(
+            pack_dataset(**fields_of(params, DataSlice)).after(job, serving), DATA_STEP
+        )
         dataset = packed.outputs["dataset"]
         workspace = WorkspaceTasks(settings)
         trained = workspace.task(train, dataset=dataset, job=job.output, target=target)

@@ -17,7 +17,7 @@ from pipelines.evaluate_and_deploy import (
     evaluate_and_deploy_task,
 )
 from pipelines.parameters import composed_of, fields_of
-from pipelines.settings import CompileSettings
+from pipelines.settings import DATA_STEP, CompileSettings
 from pipelines.workspace_tasks import WorkspaceTasks
 
 TARGET = "cluster"
@@ -51,7 +51,7 @@ def fashion_mnist_tune_pipeline(settings: CompileSettings | None = None):
         sweep = settings.step(validate_sweep(**fields_of(params, Sweep)))
         serving = settings.check(validate_serving(target=TARGET, **fields_of(params, Serving)))
         packed = settings.step(
-            pack_dataset(**fields_of(params, DataSlice)).after(job, sweep, serving)
+            pack_dataset(**fields_of(params, DataSlice)).after(job, sweep, serving), DATA_STEP
         )
         dataset = packed.outputs["dataset"]
         workspace = WorkspaceTasks(settings)

@@ -3,7 +3,9 @@
     python -m serving --model_name fashion-mnist --model_dir /mnt/models --http_port 8080
 
 All of KServe's flags (``--http_port``, ``--grpc_port``, ``--workers``, ...) work as in
-any KServe model server, so the predictor starts here exactly as in the cluster. A bad flag
+any KServe model server, so the predictor starts here exactly as in the cluster, but for
+two defaults: gRPC is off unless ``--enable_grpc=true``, and ``--http_host`` picks the
+address the HTTP server listens on (KServe's is always 0.0.0.0). A bad flag
 or a model directory that cannot be loaded is one line on stderr and exit code 2.
 """
 
@@ -56,7 +58,13 @@ def build_parser(kserve_parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     )
     # No latency line per request unless asked for: it costs ~15 us of CPU a request, and
     # the same timings are in KServe's Prometheus histograms (/metrics).
-    parser.set_defaults(model_name=MODEL_NAME, enable_latency_logging=False)
+    # gRPC off unless asked for: the InferenceService declares only the HTTP port.
+    parser.set_defaults(model_name=MODEL_NAME, enable_latency_logging=False, enable_grpc=False)
+    parser.add_argument(
+        "--http_host",
+        default="0.0.0.0",
+        help="the address the HTTP server listens on (127.0.0.1: this machine only)",
+    )
     parser.add_argument(
         "--model_dir",
         default=SERVED,

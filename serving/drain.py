@@ -7,13 +7,19 @@ open go on sending over it. From that call on, every answer says ``Connection: c
 each such client opens its next connection to a ready replica; the call returns after
 DRAIN_SECONDS, and only then does the kubelet send SIGTERM. Without it, uvicorn's stop
 closes those connections under requests already on their way: the clients see resets.
+
+Only the pod itself may drain it: the call is taken from a loopback peer only (the hook
+is an ``exec`` in the container, not the kubelet's ``httpGet`` from the node), and any
+other caller gets a 403, so no client of the Service can leave a replica draining for good.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 
 from serving.defaults import DRAIN_PATH, DRAIN_SECONDS
+from serving.limits import send_error
 
 CLOSE = (b"connection", b"close")
 
@@ -29,7 +35,10 @@ class Drain:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
         elif scope["path"] == DRAIN_PATH and scope["method"] == "GET":
-            await self._drain(send)
+            if from_inside(scope):
+                await self._drain(send)
+            else:
+                await send_error(send, 403, f"{DRAIN_PATH} is taken from inside the pod only")
         elif self.draining:
             await self.app(scope, receive, _closing(send))
         else:
@@ -42,6 +51,15 @@ class Drain:
         headers = [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 200, "headers": [*headers, CLOSE]})
         await send({"type": "http.response.body", "body": body})
+
+
+def from_inside(scope) -> bool:
+    """Whether the request's peer is a loopback address (the pod's own network namespace)."""
+    client = scope.get("client")
+    try:
+        return client is not None and ipaddress.ip_address(client[0]).is_loopback
+    except ValueError:  # a unix socket's peer, or no address
+        return False
 
 
 def _closing(send):

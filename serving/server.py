@@ -21,8 +21,9 @@ from kserve.errors import InvalidInput, ModelNotFound
 from kserve.logging import logger as kserve_logger
 from kserve.protocol.dataplane import DataPlane
 
-from serving.defaults import DRAIN_SECONDS
+from serving.defaults import DRAIN_SECONDS, MAX_BATCH_SIZE
 from serving.drain import Drain
+from serving.limits import BodyLimit, body_limit
 from serving.shortcut import PredictShortcut
 
 CLIENT_ERRORS = (InvalidInput, ModelNotFound)  # KServe answers these with a 400 and a 404
@@ -109,6 +110,8 @@ class ShortcutModelServer(ModelServer):
     """KServe's ``ModelServer`` on uvloop, its REST app behind a drain and the shortcut."""
 
     drain_seconds: float = DRAIN_SECONDS  # how long GET /drain keeps answering
+    http_host: str = "0.0.0.0"  # the REST server's address (KServe's is always 0.0.0.0)
+    max_body_bytes: int = body_limit()  # larger request bodies get a 413
 
     def setup_event_loop(self):
         """The event loop, the drain and the shortcut; start() calls it once its servers exist.
@@ -128,7 +131,10 @@ class ShortcutModelServer(ModelServer):
             predictions = PredictShortcut(
                 model_server.app, self.registered_models, lambda: len(tasks)
             )
-            self._rest_server.config.app = Drain(predictions, self.drain_seconds)
+            limited = BodyLimit(predictions, self.max_body_bytes)
+            self._rest_server.config.app = Drain(limited, self.drain_seconds)
+        rest = self._rest_server or self._rest_multiprocess_server._rest_server
+        rest.config.host = self.http_host  # read when the servers bind, after this
         front = "on" if self._rest_server is not None else "off (--workers > 1)"
         kserve_logger.info("event loop: %s; REST prediction shortcut and drain: %s", loop, front)
 
@@ -137,6 +143,8 @@ def build_server(args: argparse.Namespace) -> ModelServer:
     """A ``ModelServer`` configured from KServe's parsed server flags (and ``--drain_seconds``)."""
     server = ShortcutModelServer(**{name: getattr(args, name) for name in SERVER_FLAGS})
     server.drain_seconds = getattr(args, "drain_seconds", DRAIN_SECONDS)
+    server.http_host = getattr(args, "http_host", ShortcutModelServer.http_host)
+    server.max_body_bytes = body_limit(getattr(args, "max_batch_size", MAX_BATCH_SIZE))
     # ModelServer builds its REST and gRPC servers from this attribute in start().
     server.dataplane = ClientErrorDataPlane(model_registry=server.registered_models)
     return server

@@ -29,6 +29,7 @@ from kserve.protocol.infer_type import InferInput, InferRequest
 from kserve.utils.utils import is_structured_cloudevent
 
 from serving.codec import encode_v1, encode_v2_rest
+from serving.limits import read_body, replay
 from serving.predictor import Batch, FashionMNISTModel
 
 InFlight = Callable[[], int] | None
@@ -202,25 +203,3 @@ def histograms(model_name: str) -> tuple:
         histogram.labels(model_name=model_name)
         for histogram in (PRE_HIST_TIME, PREDICT_HIST_TIME, POST_HIST_TIME)
     )
-
-
-async def read_body(receive) -> tuple[bytes, bool]:
-    """The request body, and False if the client disconnected before it was complete."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(chunks), False
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks), True
-
-
-def replay(body: bytes, receive):
-    """A ``receive`` that yields the body already read, then waits on the connection."""
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def receive_again():
-        return pending.pop() if pending else await receive()
-
-    return receive_again

@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -489,6 +490,31 @@ def kfp_server():
     server.server_close()
 
 
+@pytest.fixture
+def silent_server():
+    """A TCP listener on 127.0.0.1 that accepts every connection and never answers.
+
+    Yields its ``http://`` URL; closing the connections at the end lets a client that
+    would otherwise wait for ever see the end of the stream.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:  # the listener is closed
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+    listener.close()
+    for connection in held:
+        connection.close()
+
+
 # --- fake Kubernetes API ---------------------------------------------------------------
 # ``fake_k8s`` routes the ``kubernetes`` client (custom objects, core, apps, discovery and
 # OpenAPI documents) to the in-memory ``tests/fake_kube.FakeCluster``.
@@ -499,9 +525,12 @@ def fake_k8s(monkeypatch):
     """Route every kubernetes client call to an in-memory fake cluster; return it."""
     from fake_kube import FakeCluster
 
+    from components.runtime import kube
+
     cluster = FakeCluster()
     monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
     monkeypatch.setattr(kubernetes.client, "ApiClient", lambda *a, **k: cluster.api_client)
+    monkeypatch.setattr(kube, "BoundedApiClient", lambda *a, **k: cluster.api_client)
     monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", lambda *a, **k: cluster.custom)
     monkeypatch.setattr(kubernetes.client, "CoreV1Api", lambda *a, **k: cluster.core)
     monkeypatch.setattr(kubernetes.client, "AppsV1Api", lambda *a, **k: cluster.apps)

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from cli.errors import UsageError
 from cli.flags import command_with_examples
-from cli.server import add_server_flags, check_host, connect, quiet, ui_url
+from cli.server import add_server_flags, check_host, connect, kfp_token, quiet, ui_url
 from cli.upload import add_pipeline_flags, plan_or_upload, require_text
 from components.specs.table import text_table
 
@@ -249,8 +249,9 @@ def refuse_creating_flags(args: argparse.Namespace) -> None:
 
 def manage(args: argparse.Namespace) -> int:
     """``--list``, ``--disable ID`` or ``--delete ID``."""
-    check_host(args.host, args.token)
-    client = connect(args.host, args.token, args.namespace)
+    token = kfp_token(args)
+    check_host(args.host, token)
+    client = connect(args.host, token, args.namespace)
     with quiet(args.host):  # silences the client's prints, so ours come after
         if args.disable:
             client.disable_recurring_run(args.disable)

@@ -42,6 +42,11 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="HTTP port (default: %(default)s)"
     )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on; 0.0.0.0 lets other machines call it (default: %(default)s)",
+    )
     parser.set_defaults(handler=serve)
 
 
@@ -53,7 +58,7 @@ def serve(args: argparse.Namespace) -> int:
     from serving.loader import ModelDirError, load_served_model
 
     model_dir = find_model_dir(args.run_dir)
-    check_port(args.port)
+    check_port(args.host, args.port)
     try:
         _, card = load_served_model(model_dir)
     except ModelDirError as exc:
@@ -61,7 +66,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         with (
             terminate_on_sigterm(),
-            running_predictor(model_dir, sys.stderr, port=args.port) as predictor,
+            running_predictor(model_dir, sys.stderr, port=args.port, host=args.host) as predictor,
         ):
             print(startup_line(model_dir, card.metrics, predictor.url, MODEL_NAME), flush=True)
             predictor.process.wait()
@@ -93,15 +98,18 @@ def find_model_dir(path: Path) -> Path:
     return models[-1]
 
 
-def check_port(port: int) -> None:
-    """Refuse a port outside 1..65535 or one that something already listens on."""
+def check_port(host: str, port: int) -> None:
+    """Refuse a port outside 1..65535, or a host and port this machine cannot listen on."""
     if not 1 <= port <= 65535:
         raise UsageError(f"--port must be 1..65535, got {port}")
     with socket.socket() as probe:
         try:
-            probe.bind(("0.0.0.0", port))
-        except OSError as exc:
-            raise UsageError(f"--port {port}: cannot listen there ({exc.strerror})") from exc
+            probe.bind((host, port))
+        except (OSError, UnicodeError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise UsageError(
+                f"--host {host} --port {port}: cannot listen there ({reason})"
+            ) from None
 
 
 def startup_line(model_dir: Path, metrics: dict, url: str, model_name: str) -> str:

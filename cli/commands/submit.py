@@ -24,7 +24,7 @@ EPILOG = """\
 examples:
   kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80 &
   fmnist submit --host http://localhost:8080 --param epochs=5 --param workers=2
-  fmnist submit --host https://kubeflow.example.com/pipeline --token "$TOKEN" \\
+  fmnist submit --host https://kubeflow.example.com/pipeline --token-file ~/.kfp-token \\
       --namespace team-a --pipeline fashion-mnist-tune --param algorithm=grid \\
       --param lr_step=0.02 --experiment tuning
   fmnist submit --host http://localhost:8080 --package build/pipelines/fashion-mnist.yaml

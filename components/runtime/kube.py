@@ -18,7 +18,9 @@ tests/k8s/test_rbac.py derives it from this code and compares it with the Role:
 ``served_resources`` (discovery) and ``openapi_schema`` (``/openapi/v3``) read what the
 cluster serves; every authenticated user may (the ``system:discovery`` ClusterRole).
 Transient failures (5xx, 429, dropped connections) are retried by the client itself a few
-times, and ``is_transient`` tells the waiting loop which errors to wait out.
+times, and ``is_transient`` tells the waiting loop which errors to wait out. Every request
+has connect and read timeouts (``REQUEST_TIMEOUT``, through ``BoundedApiClient``): an API
+server that accepts and never answers fails the call instead of holding the step.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ CLIENT_RETRIES = Retry(
     total=4, connect=4, read=2, backoff_factor=0.5, status_forcelist=sorted(TRANSIENT_STATUSES)
 )
 CONNECT_ONCE = CLIENT_RETRIES.new(connect=0)
+# Seconds to connect, and to wait for each read, per attempt. With CLIENT_RETRIES one call
+# gives up after at most 5 connects (about 57 s) or 3 reads of a GET (about 91 s).
+REQUEST_TIMEOUT = (10.0, 30.0)
 
 
 def is_transient(error: BaseException) -> bool:
@@ -91,11 +96,28 @@ def load_config() -> None:
         raise config.ConfigException(f"the kubeconfig {where} is not valid: {reason}") from None
 
 
+class BoundedApiClient(client.ApiClient):
+    """An ``ApiClient`` whose every request has connect and read timeouts.
+
+    The kubernetes client waits for ever unless a call passes ``_request_timeout``
+    (kubernetes 30.1.0 ``client/rest.py``, ``RESTClientObject.request``: no timeout given,
+    none set); every generated API method and ``call_api`` hand that keyword to
+    ``ApiClient.request`` (``client/api_client.py``, ``__call_api``), which fills in ours.
+    """
+
+    timeout = REQUEST_TIMEOUT
+
+    def request(self, *args, _request_timeout=None, **kwargs):
+        """``ApiClient.request`` with ``timeout`` unless the call gives its own."""
+        timeout = _request_timeout or self.timeout
+        return super().request(*args, _request_timeout=timeout, **kwargs)
+
+
 class KubeClient:
     """Custom objects, pods, deployments and discovery; one API call per method."""
 
     def __init__(self, api_client: client.ApiClient | None = None):
-        self.api_client = api_client or client.ApiClient()
+        self.api_client = api_client or BoundedApiClient()
         self.custom_api = client.CustomObjectsApi(self.api_client)
         self.core_api = client.CoreV1Api(self.api_client)
         self.apps_api = client.AppsV1Api(self.api_client)
@@ -111,7 +133,7 @@ class KubeClient:
         load_config()
         configuration = client.Configuration.get_default_copy()
         configuration.retries = retries
-        return cls(client.ApiClient(configuration))
+        return cls(BoundedApiClient(configuration))
 
     def create(self, resource: CustomResource, namespace: str, body: dict) -> dict:
         """Create a custom object; raises ApiException (409 if it exists)."""

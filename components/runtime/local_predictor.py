@@ -21,6 +21,7 @@ from components.runtime.waiting import wait_until
 from components.specs.params import Serving
 from serving.defaults import MODEL_NAME
 
+LOOPBACK = "127.0.0.1"  # where a local predictor listens unless told otherwise
 CHECK_IMAGES = 100  # test images the local check sends
 MIN_AGREEMENT = 0.99  # share of answers that must match the in-process model
 READY_TIMEOUT_SECONDS = 120.0  # loading torch and KServe takes ~5 s, longer on a busy machine
@@ -40,11 +41,13 @@ class RunningPredictor:
 
     process: subprocess.Popen
     port: int
+    host: str = LOOPBACK
 
     @property
     def url(self) -> str:
-        """Its base URL, ``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
+        """Its base URL, ``http://127.0.0.1:<port>`` (or the host it listens on)."""
+        host = LOOPBACK if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
 
 
 @contextmanager
@@ -54,6 +57,7 @@ def running_predictor(
     *,
     model_name: str = MODEL_NAME,
     port: int | None = None,
+    host: str = LOOPBACK,
     flags: tuple[str, ...] = (),
     timeout_seconds: float = READY_TIMEOUT_SECONDS,
 ):
@@ -67,7 +71,8 @@ def running_predictor(
             is in the error if the server stops before it is ready. None: a temporary file.
             ``subprocess.DEVNULL`` or a stream of this process work too (no tail then).
         model_name: The name in the model's URLs.
-        port: The HTTP port on every interface; None: a free one.
+        port: The HTTP port; None: a free one.
+        host: The address it listens on; the default, loopback, keeps it to this machine.
         flags: More ``python -m serving`` flags.
         timeout_seconds: How long the model may take to become ready.
 
@@ -76,11 +81,11 @@ def running_predictor(
     """
     port = port or free_port()
     command = [sys.executable, "-m", "serving", f"--model_name={model_name}",
-               f"--model_dir={model_dir}", f"--http_port={port}", "--enable_grpc=false",
-               *flags]  # fmt: skip
+               f"--model_dir={model_dir}", f"--http_host={host}", f"--http_port={port}",
+               "--enable_grpc=false", *flags]  # fmt: skip
     with tempfile.TemporaryFile("w+") if output is None else _kept(output) as log:
         server = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        predictor = RunningPredictor(server, port)
+        predictor = RunningPredictor(server, port, host)
         try:
             _wait_until_ready(predictor, log, model_name, timeout_seconds)
             yield predictor

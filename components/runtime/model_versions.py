@@ -11,9 +11,16 @@ import json
 from pathlib import Path
 
 from components.runtime.registry import Registry, RegistryError, Version, version_properties
+from components.runtime.registry_credentials import Credentials
 from components.specs.kinds import INFERENCESERVICE
 from components.specs.params import Serving
 from trainer.model_dir import CARD_FILE, pvc_uri
+
+
+def registry_of(serving: Serving) -> Registry:
+    """The registry of ``serving``, with the credentials of its mounted Secret, if any."""
+    credentials = Credentials.from_dir(insecure=serving.model_registry_insecure)
+    return Registry(serving.model_registry, credentials)
 
 
 def register_run_model(
@@ -25,7 +32,7 @@ def register_run_model(
     its ``STORAGE_URI`` there; locally the URI is the model directory.
     The registry is asked first, so a registry that does not answer changes nothing.
     """
-    registry = Registry(serving.model_registry)
+    registry = registry_of(serving)
     model_info = json.loads((Path(model_dir) / CARD_FILE).read_text())
     properties = version_properties(metrics, model_info, run_id)
     if target == "cluster":
@@ -55,7 +62,7 @@ def deploy_registered(
     from components.runtime.kube import KubeClient, current_namespace
     from components.runtime.registry import serving_metadata
 
-    registry = Registry(serving.model_registry)
+    registry = registry_of(serving)
     version = registry.version(serving.model_name, version_name)
     if not version.uri.startswith("pvc://"):
         raise RegistryError(
@@ -77,7 +84,7 @@ def check_registered_locally(serving: Serving, version_name: str, dataset_dir: s
     """Check a local predictor on the registered version's model directory; its URL."""
     from components.runtime.local_predictor import deploy_local
 
-    version = Registry(serving.model_registry).version(serving.model_name, version_name)
+    version = registry_of(serving).version(serving.model_name, version_name)
     if not Path(version.uri).is_dir():
         raise RegistryError(
             f"{serving.model_name} version {version.name} is at {version.uri!r}, "

@@ -14,6 +14,8 @@ KServe InferenceService carries its ids in the ``modelregistry.kubeflow.org/*`` 
 ``manifests/kustomize/options/controller/overlays/base/params.env``. The record is made
 here, before the InferenceService is applied: that controller, given only the model ids,
 creates it from ``spec.predictor.model``, which a custom predictor such as ours lacks.
+
+The client sends only the token it is given (components/runtime/registry_credentials.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from urllib.parse import urlparse
+
+from components.runtime.registry_credentials import (
+    Credentials,
+    RegistryError,
+    check_transport,
+    client_class,
+)
 
 MODEL_FORMAT = "pytorch"
 LABEL_PREFIX = "modelregistry.kubeflow.org/"
@@ -50,10 +59,6 @@ class Served:
 
     version_id: str
     url: str
-
-
-class RegistryError(RuntimeError):
-    """The registry cannot be reached, or does not hold what was asked for (one line)."""
 
 
 @dataclass(frozen=True)
@@ -98,19 +103,21 @@ def format_version(model_info: dict) -> str:
 class Registry:
     """A Model Registry server, reached at ``address`` (``http://host:port``)."""
 
-    def __init__(self, address: str):
-        from model_registry import ModelRegistry
-
+    def __init__(self, address: str, credentials: Credentials | None = None):
+        credentials = credentials or Credentials()
         self.address = address.rstrip("/")
         parsed = urlparse(self.address)
+        check_transport(self.address, credentials)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "User access token is missing": none needed
-                self.client = ModelRegistry(
+                self.client = client_class()(
                     self.address,
                     parsed.port,
                     author=AUTHOR,
                     is_secure=parsed.scheme == "https",
+                    user_token=credentials.token or None,
+                    custom_ca=credentials.ca_file,
                     log_level=logging.ERROR,
                 )
         except Exception as error:  # noqa: BLE001 (aiohttp, the client's StoreError, ...)
@@ -134,9 +141,13 @@ class Registry:
     ) -> Version:
         """Register ``uri`` as version ``version_name`` of ``model_name``; return it.
 
-        A version of that name that already holds ``uri`` (a retried step) is returned as is.
+        A version of that name that already holds ``uri`` (a retried step) is returned as is;
+        one with no artifact yet (a step that failed between the two writes) gets it now.
         """
         existing = self.find(model_name, version_name)
+        if existing is not None and not existing.uri:
+            self._write_artifact(model_name, existing, uri, model_info)
+            return self.version(model_name, version_name)
         if existing is not None:
             if existing.uri != uri:
                 raise RegistryError(
@@ -157,6 +168,27 @@ class Registry:
             f"registering {model_name} {version_name}",
         )
         return self.version(model_name, version_name)
+
+    def _write_artifact(self, model_name: str, version: Version, uri: str, model_info: dict):
+        """Give ``version`` its ModelArtifact, as ``register_model`` does after the version.
+
+        model-registry 0.3.8 to 0.3.11 ``_client.py``: ``register_model`` creates the version,
+        then ``_register_model_artifact`` upserts the artifact on it, named after the model.
+        """
+        from model_registry.types import ModelArtifact
+
+        artifact = ModelArtifact(
+            name=model_name,
+            uri=uri,
+            model_format_name=MODEL_FORMAT,
+            model_format_version=format_version(model_info),
+        )
+        self._run(
+            lambda: self.client.async_runner(
+                self.client._api.upsert_model_version_artifact(artifact, version.id)
+            ),
+            f"writing the artifact of {model_name} {version.name}",
+        )
 
     def find(self, model_name: str, version_name: str) -> Version | None:
         """Version ``version_name`` of ``model_name``, or None if there is none."""

@@ -94,19 +94,24 @@ def markdown_report(result: Evaluation, training: dict, facts: RunFacts | None =
     ]
     for index, name in enumerate(result.class_names):
         lines.append(
-            f"| {name} | {result.per_class_accuracy[index]:.2%} | {_mistaken(result, index)} |"
+            f"| {_literal(name)} | {result.per_class_accuracy[index]:.2%} | "
+            f"{_literal(_mistaken(result, index))} |"
         )
     lines += ["", "## Training curve", ""] + _curve_table(training.get("history", []))
     return "\n".join(lines) + "\n"
 
 
 def _literal(text: str) -> str:
-    """``text`` shown as written: Markdown's emphasis, code and table characters escaped.
+    """``text`` shown as written, in one table cell.
 
-    The KFP UI renders the report with markdown-to-jsx, where ``batch_size=128, ...,
-    weight_decay=`` was emphasis, and the underscores were lost.
+    Markdown's emphasis, code, table, HTML and entity characters are escaped; line breaks
+    and other control characters become spaces. The KFP UI renders the report with
+    markdown-to-jsx, where ``batch_size=128, ..., weight_decay=`` was emphasis, and the
+    underscores were lost. Class names come from the packed dataset's manifest, a file
+    the step did not write.
     """
-    return re.sub(r"([\\`*_|\[\]<>])", r"\\\1", text)
+    text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
+    return re.sub(r"([\\`*_|\[\]<>&])", r"\\\1", text)
 
 
 def _mistaken(result: Evaluation, index: int) -> str:

@@ -15,7 +15,11 @@ predictor's drain route (serving/drain.py), which answers every request from the
 Service's endpoints, stops getting new connections; only then does the kubelet send SIGTERM
 (k8s.io/kubernetes v1.36.3 pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer).
 Clients that keep connections open reconnect to a ready replica instead of having a
-request cut off. Knative's queue-proxy drains its pods itself.
+request cut off. Knative's queue-proxy drains its pods itself. The hook is an ``exec`` in
+the container that calls the route on loopback: the predictor takes the drain call from a
+loopback peer only, and a kubelet's ``httpGet`` hook comes from the node's address.
+
+The predictor never calls the Kubernetes API, so its pod mounts no service-account token.
 
 The predictor's pods carry ``spec.predictor.labels`` (kserve v0.15.2 ``pkg/controller/
 v1beta1/inferenceservice/components/predictor.go`` buildObjectMeta, then the Deployment's pod
@@ -44,6 +48,14 @@ from components.specs.pods import (
 )
 from serving.defaults import DRAIN_PATH, DRAIN_SECONDS, HTTP_PORT
 from trainer.model_dir import SERVED
+
+
+def drain_command() -> list[str]:
+    """The preStop hook: ``GET DRAIN_PATH`` on loopback, from inside the container."""
+    url = f"http://127.0.0.1:{HTTP_PORT}{DRAIN_PATH}"
+    call = f"import urllib.request; urllib.request.urlopen({url!r}, timeout={DRAIN_SECONDS + 5})"
+    return ["python", "-c", call]
+
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 PREDICTOR_CONTAINER = "kserve-container"  # KServe's name for the predictor's main container
@@ -93,12 +105,13 @@ def inference_service(
         "minReplicas": serving.serving_min_replicas,
         "maxReplicas": serving.serving_max_replicas,
         "securityContext": pod_security_context(),
+        "automountServiceAccountToken": False,
         "containers": [container],
     }
     if serving.serving_gpus:
         predictor["tolerations"] = [dict(GPU_TOLERATION)]
     if serving.mode == "Standard":
-        container["lifecycle"] = {"preStop": {"httpGet": {"path": DRAIN_PATH, "port": HTTP_PORT}}}
+        container["lifecycle"] = {"preStop": {"exec": {"command": drain_command()}}}
         container["readinessProbe"] = dict(READINESS_PROBE)
         # The drain, then the server's own graceful stop (default grace: 30 s).
         predictor["terminationGracePeriodSeconds"] = DRAIN_SECONDS + 30

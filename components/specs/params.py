@@ -291,6 +291,14 @@ class Serving(ParameterSet):
         "Kubeflow Model Registry address (http://host:port): register each model that passes "
         "the gate and serve it from there; empty: no registration",
     )
+    model_registry_secret: str = param(
+        "fmnist-model-registry",
+        "Secret (keys token, ca.crt) the registry steps mount, if it exists: the only token "
+        "sent to model_registry; none: no token",
+    )
+    model_registry_insecure: bool = param(
+        False, "allow the model_registry_secret token over plain http:// (with a warning)"
+    )
 
     def __post_init__(self):
         require_number(self.min_accuracy, "min_accuracy", "in [0, 1]", lambda gate: 0 <= gate <= 1)
@@ -315,6 +323,10 @@ class Serving(ParameterSet):
         registry = self.model_registry
         address = "empty, or a server address such as http://model-registry-service.kubeflow:8080"
         require(not registry or is_service_address(registry), "model_registry", address, registry)
+        secret = self.model_registry_secret
+        allowed = "a Secret name (lowercase DNS subdomain)"
+        require(is_dns_subdomain(secret), "model_registry_secret", allowed, secret)
+        require_kind(self.model_registry_insecure, "model_registry_insecure", bool)
 
     def _check_replicas(self) -> None:
         low, high = self.serving_min_replicas, self.serving_max_replicas

@@ -76,7 +76,12 @@ def pod_template(job: TrainingJob, args: list[str], placement: Placement) -> dic
         container["env"] = env
     if placement.volume_mounts:
         container["volumeMounts"] = list(placement.volume_mounts)
-    spec = {"securityContext": pod_security_context(), "containers": [container]}
+    spec = {
+        "securityContext": pod_security_context(),
+        # Training never calls the Kubernetes API: no service-account token in its pods.
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
     optional = {
         "tolerations": list(placement.tolerations),
         "nodeSelector": dict(placement.node_selector),

@@ -60,6 +60,7 @@ def staging_pod(name: str, namespace: str, pvc: str, image: str, data: DataSlice
         "spec": {
             "restartPolicy": "Never",
             "securityContext": pod_security_context(),
+            "automountServiceAccountToken": False,  # it copies files, it calls no API
             "containers": [container],
             "volumes": [pvc_volume(WORKSPACE_VOLUME, pvc)],
         },

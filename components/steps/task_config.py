@@ -19,10 +19,15 @@ from kfp.dsl.types.type_utils import is_task_config_type
 
 # The task's volumes (the run's workspace among them) and env reach the job and stay on
 # the task's own pod; tolerations, node selector and affinity set on the task are meant
-# for the job's (GPU) pods only.
+# for the job's (GPU) pods only. The task's CPU and memory are its own pod's alone (the job
+# sizes its pods itself): a component that declares passthroughs gets them on its pod only
+# if RESOURCES is one of them with apply_to_task (kubeflow/pipelines 2.15.0
+# backend/src/v2/driver/driver.go, getTaskConfigOptions), and kfp 2.17 refuses to compile
+# a task with resources otherwise (compiler/pipeline_spec_builder.py).
 PASSTHROUGHS = [
     dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_VOLUMES, apply_to_task=True),
     dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.ENV, apply_to_task=True),
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.RESOURCES, apply_to_task=True),
     dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
     dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR,
     dsl.TaskConfigField.KUBERNETES_AFFINITY,

@@ -95,6 +95,8 @@ def validate_serving(
     deployment_mode: str,
     serving_image: str,
     model_registry: str,
+    model_registry_secret: str,
+    model_registry_insecure: bool,
 ) -> dict:
     """Check the gate's and the InferenceService's parameters; on a cluster, the namespace.
 
@@ -118,6 +120,8 @@ def validate_serving(
         deployment_mode=deployment_mode,
         serving_image=serving_image,
         model_registry=model_registry,
+        model_registry_secret=model_registry_secret,
+        model_registry_insecure=model_registry_insecure,
     )
     if check_target(target) == "cluster":
         print(f"serving {serving.model_name} in namespace {check_serving_on_cluster(serving)}")

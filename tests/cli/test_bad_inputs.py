@@ -48,6 +48,10 @@ BAD_INPUTS = [
     ([*SUBMIT, "--param", "epochs=three"], "--param epochs: 'three' is not an integer"),
     ([*SUBMIT, "--param", "epochs"], "--param takes NAME=VALUE"),
     (
+        [*SUBMIT, "--param", "model_registry_secret=Bad_Name"],
+        "--param model_registry_secret must be a Secret name",
+    ),
+    (
         [*SUBMIT, "--pipeline", "fashion-mnist-tune", "--param", "lr_min=0.1"],
         "--param lr_min / --param lr_max must be lr_min <= lr_max",
     ),
@@ -137,6 +141,10 @@ BAD_INPUTS = [
     (
         ["fmnist", "render", "inferenceservice", "--serving-image", "bad image!!"],
         "--serving-image must be an image reference",
+    ),
+    (
+        ["fmnist", "render", "inferenceservice", "--model-registry-insecure", "yes"],
+        "argument --model-registry-insecure: must be true or false, got 'yes'",
     ),
     (
         ["fmnist", "render", "inferenceservice", "--serving-gpus", "1"],

@@ -61,6 +61,12 @@ LIMITS = {
     "priority": CPU_NODE,
 }
 
+DRAIN_COMMAND = [
+    "python",
+    "-c",
+    "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/drain', timeout=15)",
+]
+
 
 def test_pytorchjob_single_node_exact_object(validate_crd):
     job = TrainingJob(workers=1, epochs=3, trainer_cpu_image="trainer:1")
@@ -85,6 +91,7 @@ def test_pytorchjob_single_node_exact_object(validate_crd):
         "metadata": {"labels": {"sidecar.istio.io/inject": "false", "fmnist.dev/role": "training"}},
         "spec": {
             "securityContext": RESTRICTED_POD,
+            "automountServiceAccountToken": False,
             "containers": [container],
             "volumes": [
                 {
@@ -301,6 +308,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
                 "securityContext": RESTRICTED_POD,
                 "tolerations": [GPU_TOLERATION],
                 "terminationGracePeriodSeconds": 40,
+                "automountServiceAccountToken": False,
                 "containers": [
                     {
                         "name": "kserve-container",
@@ -324,7 +332,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
                             "limits": {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "1"},
                         },
                         "securityContext": RESTRICTED_CONTAINER,
-                        "lifecycle": {"preStop": {"httpGet": {"path": "/drain", "port": 8080}}},
+                        "lifecycle": {"preStop": {"exec": {"command": DRAIN_COMMAND}}},
                         "readinessProbe": {
                             "tcpSocket": {"port": 8080},
                             "periodSeconds": 1,
@@ -391,7 +399,7 @@ def test_a_standard_predictor_drains_before_it_stops(mode, drains, validate_crd)
     predictor = built["spec"]["predictor"]
     (container,) = predictor["containers"]
     if drains:
-        hook = {"httpGet": {"path": "/drain", "port": 8080}}
+        hook = {"exec": {"command": DRAIN_COMMAND}}  # from inside: the drain takes loopback only
         assert container["lifecycle"] == {"preStop": hook}
         assert predictor["terminationGracePeriodSeconds"] == DRAIN_SECONDS + 30
     else:

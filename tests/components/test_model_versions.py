@@ -259,3 +259,19 @@ def test_a_roll_back_that_never_serves_is_one_line_and_exit_1(tape, tmp_path, cl
     code, _, err = fmnist(capsys, *argv, "--serving-timeout-seconds", "1")
     assert (code, err.count("\n")) == (1, 1), err
     assert err.startswith(f"fmnist models deploy: InferenceService {NAMESPACE}/{name} ")
+
+
+def test_a_register_step_that_failed_between_version_and_artifact_resumes(tape, tmp_path):
+    """The first try's artifact write fails (500) after its version was made; the retry finds
+    the version with no artifact (404) and writes it, instead of refusing forever.
+
+    The tape is the retried-register tape's exchanges in this order, with those two
+    answers written by hand in the server's shape; the artifact request is the one
+    ``register_model`` sends (model-registry 0.3.8/0.3.11 ``_client.py``,
+    ``_register_model_artifact``).
+    """
+    path = model_dir(tmp_path, "one", 0.9)
+    with pytest.raises(RegistryError, match="registering .* run-1 failed: "):
+        register(tape, path, "run-1")
+    version = register(tape, path, "run-1")
+    assert version == "90"

@@ -209,3 +209,33 @@ def test_a_one_epoch_report_has_no_one_point_chart():
     assert "Not passed: 80.00% < 90.00% (min_accuracy); the model is not deployed." in page
     assert "None: every test image was classified correctly." in page
     assert "1 epoch(s) in 3.5 s" in page and "unknown (not run from a git checkout)" in page
+
+
+HOSTILE_NAMES = ["a|b", "*bold*", "<script>alert(1)</script>", "two\nlines", "&lt;x&gt;"]
+
+
+def table_cells(row: str) -> list[str]:
+    """A GFM table row's cells as rendered: split at unescaped pipes, escapes undone.
+
+    GitHub Flavored Markdown 0.29 "Tables (extension)": a ``|`` inside a cell is written
+    ``\\|``; CommonMark 0.30 "Backslash escapes": a backslash before ASCII punctuation makes
+    it a literal character (no emphasis, no HTML, no entity).
+    """
+    cells = re.split(r"(?<!\\)\|", row)[1:-1]
+    return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", cell.strip()) for cell in cells]
+
+
+def test_the_markdown_report_shows_hostile_class_names_as_written():
+    """Class names come from the dataset's manifest: none breaks the table or becomes HTML."""
+    names = HOSTILE_NAMES + [f"class {k}" for k in range(len(HOSTILE_NAMES), 10)]
+    confusion = np.eye(10, dtype=int) * 5
+    confusion[1, 2] = 3  # "*bold*" is most often mistaken for the <script> one
+    report = markdown_report(Evaluation(0.8, 0.5, confusion, names), {})
+    table = report.split("## Per-class accuracy")[1].split("## Training curve")[0]
+    rows = [line for line in table.strip().splitlines() if line.startswith("|")][2:]
+    assert len(rows) == 10
+    cells = [table_cells(row) for row in rows]
+    assert [len(row) for row in cells] == [3] * 10
+    assert [row[0] for row in cells] == [name.replace("\n", " ") for name in names]
+    assert cells[1][2] == "<script>alert(1)</script> (3)"
+    assert not re.search(r"(?<!\\)[<&*]", table)  # no tag, entity or emphasis left unescaped

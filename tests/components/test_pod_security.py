@@ -241,3 +241,28 @@ def test_a_gpu_predictor_runs_on_cuda_and_tolerates_the_gpu_taint():
     )["spec"]["predictor"]
     assert "tolerations" not in cpu
     assert not any(arg.startswith("--device") for arg in cpu["containers"][0]["args"])
+
+
+def test_pods_that_never_call_the_api_mount_no_service_account_token():
+    """Training, staging and predictor pods call no API; the TrainJob's pods get the setting
+    from our ClusterTrainingRuntime, since runtimePatches cannot carry it (kubeflow/trainer
+    v2.3.0 manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml)."""
+    import yaml
+
+    from components.specs.pytorchjob import pytorchjob
+
+    job = pytorchjob(name="j", namespace="n", job=TrainingJob(), args=[], placement=PLACEMENT)
+    runtime = yaml.safe_load(open("k8s/trainer/torch-distributed.yaml"))
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pods = {
+        "Master": job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"],
+        "Worker": job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"],
+        "staging": staging_pod("s", "n", "pvc", "img", DataSlice())["spec"],
+        "predictor": inference_service(
+            serving=Serving(), namespace="n", storage_uri="pvc://m/x", mode_annotation="Standard"
+        )["spec"]["predictor"],
+        "trainjob runtime": node["template"]["spec"],
+    }
+    assert {name: pod.get("automountServiceAccountToken") for name, pod in pods.items()} == (
+        dict.fromkeys(pods, False)
+    )

@@ -191,6 +191,18 @@ def test_torch_versions_agree_across_images_and_pyproject():
     assert torch_version in torch.specifier  # the package's own torch range admits it
 
 
+def test_torch_excludes_the_releases_whose_safe_loading_runs_code():
+    """``torch.load(weights_only=True)`` runs code from a crafted file in torch <= 2.5.1.
+
+    CVE-2025-32434 (GHSA-53q9-r3pm-6pq6), fixed in torch 2.6.0; the predictor, the
+    evaluate step and a resumed job load files with it.
+    """
+    (found,) = re.findall(r'"torch([<>=!~][^"]*)"', (REPO / "pyproject.toml").read_text())
+    allowed = Requirement(f"torch{found}").specifier
+    assert not [v for v in ("2.3.0", "2.4.1", "2.5.1") if v in allowed]
+    assert "2.6.0" in allowed
+
+
 def test_trainer_image_hides_gpus_from_pods_that_request_none():
     env = [
         arguments

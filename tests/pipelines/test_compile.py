@@ -190,3 +190,48 @@ def test_an_out_dir_that_is_a_file_is_one_line_and_the_file_stays(tmp_path, caps
     expected = "is not a directory" if not below else "Not a directory"
     assert err.count("\n") == 1 and f"--out-dir {out_dir}" in err and expected in err
     assert taken.read_text() == "keep me\n"
+
+
+def test_every_step_pod_has_cpu_and_memory_requests_and_limits(compiled):
+    """The step pods hold the pipeline runner's RBAC: none may run unbounded.
+
+    KFP's driver puts a task's ``resourceCpuRequest``, ``resourceCpuLimit``,
+    ``resourceMemoryRequest`` and ``resourceMemoryLimit`` on its container (kubeflow/pipelines
+    2.5.0 and 2.15.0 ``backend/src/v2/driver/driver.go``, ``initPodSpecPatch``); on 2.15 a
+    component with task config passthroughs gets them on its pod only when RESOURCES is
+    passed through with ``applyToTask`` (2.15.0 ``driver.go``, ``getTaskConfigOptions``).
+    createpvc and deletepvc run no container of theirs: the driver does the work
+    (2.5.0 ``driver.go``, ``createPVC``/``deletePVC``).
+    """
+    wanted = ("resourceCpuRequest", "resourceCpuLimit", "resourceMemoryRequest",
+              "resourceMemoryLimit")  # fmt: skip
+    for (name, variant), (spec, _) in compiled.items():
+        executors = spec["deploymentSpec"]["executors"]
+        for executor, body in executors.items():
+            if body["container"]["image"] in STUBS:
+                continue
+            resources = body["container"].get("resources", {})
+            assert [key for key in wanted if key not in resources] == [], (name, variant, executor)
+        for component in spec["components"].values():
+            passthroughs = component.get("taskConfigPassthroughs")
+            if passthroughs:
+                assert {"field": "RESOURCES", "applyToTask": True} in passthroughs
+
+
+def test_the_steps_that_hold_the_dataset_get_more_memory(compiled):
+    """pack and evaluate peak at 879 and 761 MiB on the full dataset (pipelines/settings.py)."""
+    spec, _ = compiled[("fashion-mnist", "workspace")]
+    executors = spec["deploymentSpec"]["executors"]
+    memory = {
+        name: e["container"]["resources"]["resourceMemoryLimit"] for name, e in executors.items()
+    }
+    assert memory == {
+        "exec-validate-training": "1Gi",
+        "exec-validate-serving": "1Gi",
+        "exec-pack-dataset": "2Gi",
+        "exec-train": "1Gi",
+        "exec-evaluate": "2Gi",
+        "exec-register-model": "1Gi",
+        "exec-deploy": "1Gi",
+        "exec-deploy-2": "1Gi",
+    }

@@ -22,6 +22,7 @@ import yaml
 from kfp import dsl
 
 from components.images import default_image
+from components.runtime.registry_credentials import CREDENTIALS_DIR
 from components.specs.params import DataSlice, Serving, TrainingJob
 from components.specs.pods import GPU_TOLERATION, OWN_WORKSPACE_MOUNT_PATH
 from pipelines import PIPELINES
@@ -171,6 +172,24 @@ def test_platform_config(ir):
         publishers, model_store
     )
     assert set(executors) == {"exec-train", *publishers}
+    # The registry steps, only they, mount the Secret named by model_registry_secret, optional:
+    # the KFP driver mounts it as a volume named after it (kubeflow/pipelines 2.5.0
+    # backend/src/v2/driver/driver.go, 2.15.0 backend/src/v2/driver/k8s.go).
+    credentials = [
+        {
+            "mountPath": CREDENTIALS_DIR,
+            "optional": True,
+            "secretNameParameter": {
+                "componentInputParameter": "pipelinechannel--model_registry_secret"
+            },
+        }
+    ]
+    secrets = {name: executors[name].get("secretAsVolume") for name in publishers}
+    assert secrets == {
+        "exec-register-model": credentials,
+        "exec-deploy-2": credentials,
+        "exec-deploy": None,
+    }
 
 
 def driver_view(spec: dict, kubernetes: dict, task: str, run_name: str, mount_path: str):

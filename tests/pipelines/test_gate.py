@@ -59,6 +59,7 @@ def run_tail(model_dir: Path, packed: Path, min_accuracy: float, root: Path) -> 
             min_accuracy=threshold,
             model_pvc="fmnist-models",
             model_registry="",
+            model_registry_secret=Serving().model_registry_secret,
             target="local",
         )
 

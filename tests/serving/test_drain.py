@@ -11,6 +11,7 @@ import asyncio
 import threading
 import time
 
+import pytest
 import requests
 
 from serving.drain import Drain
@@ -25,7 +26,7 @@ async def answer_ok(scope, receive, send):
     await send({"type": "http.response.body", "body": b"{}"})
 
 
-def request(app, path: str, method: str = "POST") -> list[dict]:
+def request(app, path: str, method: str = "POST", peer: str = "127.0.0.1") -> list[dict]:
     """The ASGI messages ``app`` sends for one request."""
     sent: list[dict] = []
 
@@ -35,7 +36,7 @@ def request(app, path: str, method: str = "POST") -> list[dict]:
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "path": path, "method": method, "headers": []}
+    scope = {"type": "http", "path": path, "method": method, "headers": [], "client": (peer, 5000)}
     asyncio.run(app(scope, receive, send))
     return sent
 
@@ -50,6 +51,16 @@ def test_answers_close_their_connection_only_once_draining():
     assert (drained[0]["status"], drained[1]["body"]) == (200, b"drained\n")
     after = request(app, "/v1/models/m:predict")[0]["headers"]
     assert after == [(b"connection", b"close")]
+
+
+@pytest.mark.parametrize("peer", ["10.0.0.7", "::ffff:10.0.0.7", "fe80::1", "not-an-ip"])
+def test_a_caller_outside_the_pod_cannot_drain_it(peer):
+    app = Drain(answer_ok, seconds=0)
+    refused = request(app, "/drain", "GET", peer)
+    assert refused[0]["status"] == 403
+    assert refused[1]["body"] == b'{"error":"/drain is taken from inside the pod only"}\n'
+    assert not app.draining
+    assert request(app, "/drain", "GET", "::1")[0]["status"] == 200
 
 
 def test_a_real_predictor_drains_keeps_answering_and_closes_each_connection(serve, test_images):

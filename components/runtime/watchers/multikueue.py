@@ -19,10 +19,10 @@ import os
 from pathlib import Path
 
 import yaml
-from kubernetes import config
+from kubernetes import client, config
 
 from components.runtime.job_poll import JobPoll, Place
-from components.runtime.kube import KubeClient
+from components.runtime.kube import BoundedApiClient, KubeClient
 from components.specs.workload import admission_checks, admission_state, dispatched_to
 
 # kueue v0.19.2 apis/kueue/v1beta2/multikueue_types.go MultiKueueControllerName
@@ -84,7 +84,9 @@ def worker_client(path: Path) -> KubeClient:
         config.ConfigException: the file is no usable kubeconfig (the message says why).
     """
     try:
-        return KubeClient(config.new_client_from_config(config_file=str(path)))
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(path), client_configuration=configuration)
+        return KubeClient(BoundedApiClient(configuration))
     except (yaml.YAMLError, TypeError, AttributeError, KeyError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise config.ConfigException(f"not a valid kubeconfig: {reason}") from None
