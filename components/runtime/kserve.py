@@ -23,9 +23,14 @@ from components.runtime.discovery import kserve_uses_legacy_names
 from components.runtime.kube import KubeClient, apply, current_namespace
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.volumes import publish_model
-from components.runtime.waiting import condition_summary, follow, true_conditions
+from components.runtime.waiting import condition_summary, follow, short_reason, true_conditions
 from components.specs.compat import canonical_deployment_mode, deployment_mode_name
-from components.specs.inferenceservice import PREDICTOR_CONTAINER, inference_service
+from components.specs.inferenceservice import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PREDICTOR_CONTAINER,
+    inference_service,
+)
 from components.specs.kinds import INFERENCESERVICE
 from components.specs.params import Serving
 from trainer.model_dir import pvc_uri
@@ -234,18 +239,19 @@ def serve(
 ) -> str:
     """Apply the InferenceService serving ``storage_uri``, wait until it serves; its URL.
 
-    ``metadata`` is the labels and annotations to add (a registered version's ids).
+    ``metadata`` is the labels and annotations to add (a registered version's ids). A
+    rollout that fails, times out or is stopped puts back the spec that was serving.
     """
     kube = kube or KubeClient.connect()
     namespace = namespace or current_namespace()
     live = kube.get(INFERENCESERVICE, namespace, serving.model_name)
+    check_ours(live, serving)
     annotation = mode_annotation(serving, live, kserve_uses_legacy_names(kube))
     body = inference_service(
         serving=serving, namespace=namespace, storage_uri=storage_uri, mode_annotation=annotation
     )
     labels, annotations = metadata
-    if labels:
-        body["metadata"]["labels"] = dict(labels)
+    body["metadata"]["labels"].update(labels)
     body["metadata"]["annotations"].update(annotations)
     applied = apply(kube, INFERENCESERVICE, body, live)
     print(
@@ -255,8 +261,72 @@ def serve(
     )
     generation = applied["metadata"].get("generation", 1)
     watch = RolloutWatch(kube, namespace, serving, storage_uri, generation)
-    with terminate_on_sigterm():
-        ready = follow(watch, serving.serving_timeout_seconds, poll_seconds=POLL_SECONDS)
+    try:
+        with terminate_on_sigterm():
+            ready = follow(watch, serving.serving_timeout_seconds, poll_seconds=POLL_SECONDS)
+    except BaseException:
+        if live is not None:
+            restore(kube, live)
+        raise
     url = ready["status"].get("url", "")
     print(f"{watch.what} serves the new model at {url}", flush=True)
     return url
+
+
+def check_ours(live: dict | None, serving: Serving) -> None:
+    """Refuse to replace an InferenceService this project did not create, unless told to.
+
+    Raises:
+        DeployFailed: ``live`` lacks our label and ``take_over_service`` is not set.
+    """
+    labels = (live or {}).get("metadata", {}).get("labels") or {}
+    if live is None or labels.get(MANAGED_BY_LABEL) == MANAGED_BY or serving.take_over_service:
+        return
+    raise DeployFailed(
+        f"InferenceService {live['metadata']['namespace']}/{serving.model_name} exists and was "
+        f"not created by this project (no label {MANAGED_BY_LABEL}={MANAGED_BY}); deploy under "
+        "another model_name, or set take_over_service=true to replace it"
+    )
+
+
+def restore(kube: KubeClient, previous: dict) -> None:
+    """Put back ``previous``, the service as it was before the deploy, and say so in one line.
+
+    Its spec, labels and annotations return; a restore that fails is said, not raised.
+    """
+    namespace, name = previous["metadata"]["namespace"], previous["metadata"]["name"]
+    what = f"InferenceService {namespace}/{name}"
+    try:
+        current = kube.get(INFERENCESERVICE, namespace, name)
+        if current is None:
+            print(f"rollout failed; {what} is gone, nothing to restore", flush=True)
+            return
+        metadata = {
+            **current["metadata"],
+            "labels": previous["metadata"].get("labels") or {},
+            "annotations": previous["metadata"].get("annotations") or {},
+        }
+        body = {key: previous[key] for key in ("apiVersion", "kind") if key in previous}
+        kube.replace(
+            INFERENCESERVICE,
+            namespace,
+            name,
+            {**body, "metadata": metadata, "spec": previous["spec"]},
+        )
+    except Exception as error:  # noqa: BLE001 - the rollout's failure is the step's error
+        print(f"rollout failed; could not restore {what}: {short_reason(error)}", flush=True)
+        return
+    print(
+        f"rollout failed; restored {what} to the spec that was serving "
+        f"({storage_uri_of(previous) or 'its previous model'})",
+        flush=True,
+    )
+
+
+def storage_uri_of(isvc: dict) -> str | None:
+    """The STORAGE_URI the service's predictor container serves, if it names one."""
+    for container in isvc.get("spec", {}).get("predictor", {}).get("containers") or []:
+        for env in container.get("env") or []:
+            if container.get("name") == PREDICTOR_CONTAINER and env.get("name") == "STORAGE_URI":
+                return env.get("value")
+    return None

@@ -55,8 +55,9 @@ def deploy_registered(
 ) -> str:
     """Serve version ``version_name`` of ``serving.model_name`` from the registry; its URL.
 
-    The InferenceService serves the version's URI and carries the registry's ids; the
-    registry records which version the service now serves, and at which URL.
+    The InferenceService serves the version's URI and carries the registry's ids; only once
+    its rollout is done does the registry record that the service serves the version, and
+    at which URL. A rollout that fails leaves the record naming the version that serves.
     """
     from components.runtime.kserve import serve
     from components.runtime.kube import KubeClient, current_namespace
@@ -72,11 +73,11 @@ def deploy_registered(
     kube = kube or KubeClient.connect()
     namespace = namespace or current_namespace()
     kube.get(INFERENCESERVICE, namespace, serving.model_name)  # the cluster answers: go on
-    record = registry.record_serving(version, namespace, serving.model_name)
+    record = registry.serving_record(version, namespace, serving.model_name)
     metadata = serving_metadata(version, record, registry.address)
     print(f"serving {serving.model_name} version {version.name} (id {version.id})", flush=True)
     url = serve(serving, version.uri, kube, namespace, metadata)
-    registry.record_url(record, url)
+    registry.record_serving(record, version, url)
     return url
 
 

@@ -242,65 +242,70 @@ class Registry:
             lambda: self.client.get_registered_model(model_name), f"looking up {model_name}"
         )
 
-    def record_serving(self, version: Version, namespace: str, service: str) -> str:
-        """Record that InferenceService ``namespace/service`` serves ``version``; its record id.
+    def serving_record(self, version: Version, namespace: str, service: str) -> str:
+        """The id of the record of InferenceService ``namespace/service``, made if missing.
 
-        The ServingEnvironment is named after the namespace; the record after the service,
-        created or pointed at ``version``.
+        The ServingEnvironment is named after the namespace, the record after the service.
+        A new record is UNDEPLOYED and names no version; an existing one is left as it is,
+        until ``record_serving`` says the rollout is done.
         """
         return self._run(
-            lambda: self.client.async_runner(self._record(version, namespace, service)),
-            f"recording {namespace}/{service} as serving {version.name}",
+            lambda: self.client.async_runner(self._ensure_record(version, namespace, service)),
+            f"looking up the record of {namespace}/{service}",
         )
 
-    async def _record(self, version: Version, namespace: str, service: str) -> str:
+    async def _ensure_record(self, version: Version, namespace: str, service: str) -> str:
         from mr_openapi import (
             InferenceServiceCreate,
             InferenceServiceState,
-            InferenceServiceUpdate,
             ServingEnvironmentCreate,
         )
 
         async with self.client._api.get_client() as api:
             environment, record = await _serving_record(api, namespace, service)
+            if record is not None:
+                return record.id
             if environment is None:
                 environment = await api.create_serving_environment(
                     ServingEnvironmentCreate(name=namespace)
                 )
-            if record is None:
-                await api.create_inference_service(
-                    InferenceServiceCreate(
-                        name=service,
-                        registered_model_id=version.registered_model_id,
-                        model_version_id=version.id,
-                        serving_environment_id=environment.id,
-                        desired_state=InferenceServiceState.DEPLOYED,
-                    )
+            await api.create_inference_service(
+                InferenceServiceCreate(
+                    name=service,
+                    registered_model_id=version.registered_model_id,
+                    serving_environment_id=environment.id,
+                    desired_state=InferenceServiceState.UNDEPLOYED,
                 )
-                # The client reads only a 200 answer, and the server answers 201 Created
-                # (model-registry 0.3.11's response map; server v0.3.8): look it up.
-                _, record = await _serving_record(api, namespace, service)
-                return record.id
-            await api.update_inference_service(
-                record.id,
-                InferenceServiceUpdate(
-                    model_version_id=version.id, desired_state=InferenceServiceState.DEPLOYED
-                ),
             )
+            # The client reads only a 200 answer, and the server answers 201 Created
+            # (model-registry 0.3.11's response map; server v0.3.8): look it up.
+            _, record = await _serving_record(api, namespace, service)
             return record.id
 
-    def record_url(self, record_id: str, url: str) -> None:
-        """Write the service's URL into its record's ``url`` property, as the controller does."""
+    def record_serving(self, record_id: str, version: Version, url: str) -> None:
+        """Record, once its rollout is done, that the service serves ``version`` at ``url``.
+
+        One update: the version, DEPLOYED, and the ``url`` property the controller writes.
+        """
         self._run(
-            lambda: self.client.async_runner(self._url(record_id, url)),
-            f"recording the URL of record {record_id}",
+            lambda: self.client.async_runner(self._deployed(record_id, version, url)),
+            f"recording record {record_id} as serving {version.name}",
         )
 
-    async def _url(self, record_id: str, url: str) -> None:
-        from mr_openapi import InferenceServiceUpdate, MetadataStringValue, MetadataValue
+    async def _deployed(self, record_id: str, version: Version, url: str) -> None:
+        from mr_openapi import (
+            InferenceServiceState,
+            InferenceServiceUpdate,
+            MetadataStringValue,
+            MetadataValue,
+        )
 
         value = MetadataStringValue(string_value=url, metadataType="MetadataStringValue")
-        update = InferenceServiceUpdate(custom_properties={"url": MetadataValue(value)})
+        update = InferenceServiceUpdate(
+            model_version_id=version.id,
+            desired_state=InferenceServiceState.DEPLOYED,
+            custom_properties={"url": MetadataValue(value)},
+        )
         async with self.client._api.get_client() as api:
             await api.update_inference_service(record_id, update)
 

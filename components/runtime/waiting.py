@@ -48,7 +48,7 @@ def wait_until(
             if not _worth_waiting_out(error, failures):
                 raise
             failures += 1
-            echo(f"{what}: transient API error ({_short(error)}); retry {failures}")
+            echo(f"{what}: transient API error ({short_reason(error)}); retry {failures}")
             result = None
         if result is not None:
             return result
@@ -103,7 +103,8 @@ def _worth_waiting_out(error: BaseException, failures: int) -> bool:
     return refused and failures < AUTH_RETRIES
 
 
-def _short(error: BaseException) -> str:
+def short_reason(error: BaseException) -> str:
+    """An error in a few words: an API error's status and reason, else its type and text."""
     if isinstance(error, ApiException):
         return f"{error.status} {error.reason}"
     return f"{type(error).__name__}: {error}"

@@ -58,6 +58,9 @@ def drain_command() -> list[str]:
 
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+# On every InferenceService this project creates: a deploy replaces no other (kserve.py).
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "fmnist-pipeline"
 PREDICTOR_CONTAINER = "kserve-container"  # KServe's name for the predictor's main container
 READINESS_PROBE = {
     "tcpSocket": {"port": HTTP_PORT},
@@ -96,7 +99,7 @@ def inference_service(
         ),
         "securityContext": container_security_context(),
     }
-    metadata = {"name": serving.model_name}
+    metadata = {"name": serving.model_name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}
     if namespace:
         metadata["namespace"] = namespace
     metadata["annotations"] = {DEPLOYMENT_MODE_ANNOTATION: mode_annotation}

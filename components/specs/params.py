@@ -299,6 +299,11 @@ class Serving(ParameterSet):
     model_registry_insecure: bool = param(
         False, "allow the model_registry_secret token over plain http:// (with a warning)"
     )
+    take_over_service: bool = param(
+        False,
+        "replace an InferenceService named model_name that this project did not create "
+        "(without it such a service is left alone and the deploy fails)",
+    )
 
     def __post_init__(self):
         require_number(self.min_accuracy, "min_accuracy", "in [0, 1]", lambda gate: 0 <= gate <= 1)
@@ -327,6 +332,7 @@ class Serving(ParameterSet):
         allowed = "a Secret name (lowercase DNS subdomain)"
         require(is_dns_subdomain(secret), "model_registry_secret", allowed, secret)
         require_kind(self.model_registry_insecure, "model_registry_insecure", bool)
+        require_kind(self.take_over_service, "take_over_service", bool)
 
     def _check_replicas(self) -> None:
         low, high = self.serving_min_replicas, self.serving_max_replicas

@@ -97,6 +97,7 @@ def validate_serving(
     model_registry: str,
     model_registry_secret: str,
     model_registry_insecure: bool,
+    take_over_service: bool,
 ) -> dict:
     """Check the gate's and the InferenceService's parameters; on a cluster, the namespace.
 
@@ -122,6 +123,7 @@ def validate_serving(
         model_registry=model_registry,
         model_registry_secret=model_registry_secret,
         model_registry_insecure=model_registry_insecure,
+        take_over_service=take_over_service,
     )
     if check_target(target) == "cluster":
         print(f"serving {serving.model_name} in namespace {check_serving_on_cluster(serving)}")

@@ -297,6 +297,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
         "kind": "InferenceService",
         "metadata": {
             "name": "fashion-mnist",
+            "labels": {"app.kubernetes.io/managed-by": "fmnist-pipeline"},
             "namespace": "team-a",
             "annotations": {"serving.kserve.io/deploymentMode": "Standard"},
         },

@@ -213,11 +213,70 @@ def test_a_new_predictor_that_crash_loops_fails_the_step_with_its_log(step, fake
     assert "RuntimeError: no model.pt in /mnt/models" in message
 
 
+def test_a_failed_rollout_puts_back_the_spec_that_was_serving(step, fake_k8s, capsys):
+    """run-41 serves; run-42's predictor crash-loops: the service gets run-41's spec back."""
+    fake_k8s.custom.statuses["inferenceservices"] = [ready(1)]
+    fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
+    step(run_id="run-41")
+    serving = fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")]
+    before = serving["spec"]
+    fake_k8s.core.pods = [[predictor_pod(OLD_URI), predictor_pod(NEW_URI, "CrashLoopBackOff", 3)]]
+    with pytest.raises(DeployFailed, match="cannot start: CrashLoopBackOff"):
+        step()
+    replaced = [c[5] for c in fake_k8s.custom.calls if c[0] == "replace"]
+    assert [uri_of(body) for body in replaced] == [NEW_URI, OLD_URI]  # applied, put back
+    assert fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")]["spec"] == (
+        before
+    )
+    assert (
+        "rollout failed; restored InferenceService team-a/fashion-mnist to the spec that was "
+        f"serving ({OLD_URI})"
+    ) in capsys.readouterr().out
+
+
+def uri_of(isvc: dict) -> str:
+    return isvc["spec"]["predictor"]["containers"][0]["env"][0]["value"]
+
+
+def test_an_inference_service_we_did_not_create_is_left_alone(step, fake_k8s):
+    """Without our label an InferenceService of the same name is someone else's: the
+    deploy fails in one line and changes nothing, unless take_over_service is set."""
+    fake_k8s.custom.statuses["inferenceservices"] = [ready(1)]
+    fake_k8s.apps.deployments = [[deployment(NEW_URI)]]
+    theirs = {
+        "name": "fashion-mnist",
+        "namespace": "team-a",
+        "resourceVersion": "1",
+        "generation": 1,
+    }
+    fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")] = {
+        "metadata": theirs,
+        "spec": {"predictor": {"model": {"storageUri": "s3://theirs"}}},
+    }
+    with pytest.raises(DeployFailed) as error:
+        step()
+    assert str(error.value) == (
+        "InferenceService team-a/fashion-mnist exists and was not created by this project (no "
+        "label app.kubernetes.io/managed-by=fmnist-pipeline); deploy under another model_name, "
+        "or set take_over_service=true to replace it"
+    )
+    assert [c for c in fake_k8s.custom.calls if c[0] in ("create", "replace")] == []
+    assert step(take_over_service=True) == URL
+    taken = fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")]
+    assert uri_of(taken) == NEW_URI
+    assert taken["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "fmnist-pipeline"
+
+
 def test_changing_the_mode_of_a_live_service_is_refused_naming_both(step, fake_k8s):
     fake_k8s.custom.statuses["inferenceservices"] = [ready(1, mode="Serverless")]
     fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
     fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")] = {
-        "metadata": {"name": "fashion-mnist", "namespace": "team-a", "resourceVersion": "1"},
+        "metadata": {
+            "name": "fashion-mnist",
+            "namespace": "team-a",
+            "resourceVersion": "1",
+            "labels": {"app.kubernetes.io/managed-by": "fmnist-pipeline"},
+        },
         "spec": {},
         "status": ready(1, mode="Serverless"),
     }

@@ -275,3 +275,48 @@ def test_a_register_step_that_failed_between_version_and_artifact_resumes(tape, 
         register(tape, path, "run-1")
     version = register(tape, path, "run-1")
     assert version == "90"
+
+
+def test_a_rollout_that_fails_restores_the_spec_and_leaves_the_registry_on_the_serving_version(
+    tape, tmp_path, cluster, capsys
+):
+    """run-1 serves; run-2's rollout never finishes: the InferenceService gets back run-1's
+    spec and ids, and the registry's record, written only after a rollout is done, still
+    names run-1. The tape is the rolls-back tape's exchanges up to run-2's record lookup,
+    then its closing ``models list`` (the server's answers for a record on run-1)."""
+    name = tape.substitutions["model"]
+    first = register(tape, model_dir(tmp_path, "run-1", 0.91), "run-1", "cluster", 0.91)
+    rolls_out(cluster, name, f"pvc://fmnist-models/{name}/run-1")
+    step = {"dataset": dsl.Dataset(uri=str(tmp_path / "unused")), "target": "cluster"}
+    deploy.python_func(
+        model=dsl.Model(uri=str(tmp_path / "run-1")),
+        serving=serving(tape, serving_timeout_seconds=5).to_dict(),
+        run_id="run-1",
+        **step,
+    )
+    before = served(cluster, name)
+    register(tape, model_dir(tmp_path, "run-2", 0.92), "run-2", "cluster", 0.92)
+    cluster.custom.statuses["inferenceservices"] = [{}]  # never Ready
+    cluster.apps.deployments = [[]]
+    capsys.readouterr()
+    with pytest.raises(TimeoutError):
+        deploy.python_func(
+            model=dsl.Model(uri=str(tmp_path / "run-2")),
+            serving=serving(tape, serving_timeout_seconds=1).to_dict(),
+            run_id="run-2",
+            **step,
+        )
+    out = capsys.readouterr().out
+    assert (
+        f"rollout failed; restored InferenceService {NAMESPACE}/{name} to the spec that was "
+        f"serving (pvc://fmnist-models/{name}/run-1)"
+    ) in out
+    after = served(cluster, name)
+    assert after["spec"] == before["spec"]
+    assert after["metadata"]["labels"] == before["metadata"]["labels"]
+    assert after["metadata"]["labels"][MODEL_VERSION_LABEL] == first
+    code, out, _ = fmnist(
+        capsys, "models", "list", "--model-registry", tape.address, "--model-name", name
+    )
+    assert code == 0
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("*  ")] == ["run-1"]
