@@ -241,18 +241,19 @@ def pipeline_account(namespace, api_client, kubeconfig, tmp_path) -> PipelineAcc
 @pytest.fixture
 def as_pipeline(pipeline_account, monkeypatch) -> PipelineAccount:
     """Make project code's ``kubernetes.config.load_incluster_config()`` / ``load_kube_config()``
-    load the pipeline account's kubeconfig, as a KFP step pod running as it would."""
+    load the pipeline account's kubeconfig, as a KFP step pod running as it would.
 
-    def load(*args, **kwargs):
-        kubernetes.config.load_kube_config(config_file=str(pipeline_account.kubeconfig))
-
+    A ``load_kube_config`` of a named file (a MultiKueue worker's kubeconfig) loads that file,
+    into the configuration it names."""
     real = kubernetes.config.load_kube_config
-    monkeypatch.setattr(kubernetes.config, "load_incluster_config", load)
+
+    def load_kube_config(config_file=None, **kwargs):
+        return real(config_file=config_file or str(pipeline_account.kubeconfig), **kwargs)
+
     monkeypatch.setattr(
-        kubernetes.config,
-        "load_kube_config",
-        lambda *a, **k: real(config_file=str(pipeline_account.kubeconfig)),
+        kubernetes.config, "load_incluster_config", lambda *a, **k: load_kube_config()
     )
+    monkeypatch.setattr(kubernetes.config, "load_kube_config", load_kube_config)
     monkeypatch.setenv("KUBECONFIG", str(pipeline_account.kubeconfig))
     return pipeline_account
 

@@ -27,6 +27,20 @@ from components.runtime.kserve import ISVC_LABEL
 from serving.defaults import HTTP_PORT
 
 HARNESS = Path(__file__).resolve().parents[2] / "tools" / "controlplane"
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def token_mounts(pod) -> list[str]:
+    """The containers of ``pod`` that mount a service-account token at TOKEN_DIR.
+
+    k8s.io/kubernetes v1.36.3 plugin/pkg/admission/serviceaccount/admission.go: the real API
+    server's ServiceAccount admission adds the projected ``kube-api-access-*`` volume at
+    TOKEN_DIR to every container, unless the pod says ``automountServiceAccountToken: false``.
+    """
+    containers = [*(pod.spec.init_containers or []), *pod.spec.containers]
+    return [
+        c.name for c in containers if any(m.mount_path == TOKEN_DIR for m in c.volume_mounts or [])
+    ]
 
 
 def harness_module(name: str):

@@ -38,6 +38,7 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
     pod_log,
     pods_of,
     real_namespace,
+    token_mounts,
 )
 
 from components.runtime.katib import tune_job
@@ -121,6 +122,7 @@ def check_learned(saved: dict, recorded: PodRecorder, out: str) -> None:
         (status,) = pod.status.container_statuses
         assert status.state.terminated.exit_code == 0, status
         assert pod.metadata.labels[ROLE_LABEL] == TRAINING_ROLE  # k8s/network-policies selects
+        assert token_mounts(pod) == []  # the training pods never call the API
 
 
 def check_trained(saved: dict, recorded: PodRecorder, out: str):

@@ -45,6 +45,7 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
     pod_log,
     pods_of,
     real_namespace,
+    token_mounts,
 )
 
 from components.runtime import kserve, volumes
@@ -184,6 +185,7 @@ def test_the_serving_image_answers_v1_and_v2_from_the_pvc(
     assert pod.status.phase == "Running", describe_pods(core, namespace)
     # KServe's injections: the claim at /mnt/models, no init container, a TCP readiness probe.
     assert not pod.spec.init_containers
+    assert token_mounts(pod) == []  # the predictor never calls the API
     assert [c.name for c in pod.spec.containers] == [PREDICTOR_CONTAINER]
     (container,) = pod.spec.containers
     (mount,) = [m for m in container.volume_mounts if m.mount_path == SERVED]

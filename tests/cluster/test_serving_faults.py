@@ -47,6 +47,7 @@ from trainer.model_dir import ModelCard
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 CLIENTS = 8  # half speak v1, half v2
 IMAGES = 4  # known test images per request
+ISVC = ("serving.kserve.io", "v1beta1")
 
 
 @pytest.fixture
@@ -184,6 +185,45 @@ def test_a_new_model_rolls_out_under_traffic_without_a_failed_request(
     record_property("requests", len(traffic.answers))
     record_property("rollout_seconds", round(rolled_out - started, 1))
     record_property("answers_during_rollout", {str(k): v for k, v in during.items()})
+
+
+@pytest.fixture
+def broken_model(tmp_path, trained_model_dir) -> object:
+    """A model directory whose weights are cut short: the predictor exits 2 loading it."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "model.json").write_bytes((trained_model_dir / "model.json").read_bytes())
+    (broken / "model.pt").write_bytes((trained_model_dir / "model.pt").read_bytes()[:1000])
+    return broken
+
+
+def test_a_new_model_that_fails_to_load_leaves_the_old_one_serving(
+    two_replicas, namespace, core, custom, images, trained_model_dir, broken_model, capsys
+):
+    """Eight clients while the deploy step rolls out a model that cannot load: its pod
+    exits, the step puts back the spec that was serving and fails in one line; no request
+    fails, every answer is the first model's, and the new ReplicaSet goes away.
+
+    kubernetes v1.36.3 pkg/controller/deployment/rolling.go: with two replicas and 25 %
+    unavailable (rounded down: none), the old pods stay until a new one is available."""
+    first = labels_of(trained_model_dir, images)
+    before = custom.get_namespaced_custom_object(*ISVC, namespace, "inferenceservices", MODEL_NAME)
+    with Traffic(service_url(core, namespace), images) as traffic:
+        time.sleep(3)
+        with pytest.raises(kserve.DeployFailed, match="cannot start: "):
+            deploy(namespace, core, broken_model, two_replicas)
+        out = capsys.readouterr().out
+        assert f"rollout failed; restored InferenceService {namespace}/{MODEL_NAME}" in out
+        predictors = f"{kserve.ISVC_LABEL}={MODEL_NAME}"
+        deadline = time.monotonic() + 120
+        while len(pods_of(core, namespace, predictors)) != 2 and time.monotonic() < deadline:
+            time.sleep(1)
+        time.sleep(3)
+    after = custom.get_namespaced_custom_object(*ISVC, namespace, "inferenceservices", MODEL_NAME)
+    assert after["spec"]["predictor"] == before["spec"]["predictor"]
+    assert len(pods_of(core, namespace, predictors)) == 2, describe_pods(core, namespace)
+    assert traffic.failures() == [], traffic.failures()[:5]
+    assert {a[2] for a in traffic.answers} == {first}, Counter(a[2] for a in traffic.answers)
 
 
 def test_a_killed_replica_costs_a_bounded_number_of_requests(
