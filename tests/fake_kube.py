@@ -126,6 +126,7 @@ class FakeCore:
         self.created_pods: list[dict] = []
         self.deleted_pods: list[tuple[str, str]] = []  # (namespace, name)
         self.nodes: dict[str, V1Node] = {}
+        self.missing_service_accounts: set[str] = set()  # every other name exists
 
     def list_namespaced_pod(self, namespace, label_selector=None):
         self.selectors.append(label_selector)
@@ -139,6 +140,11 @@ class FakeCore:
     def read_namespace(self, name):
         labels = self.namespace_labels.get(name, {"kubernetes.io/metadata.name": name})
         return V1Namespace(metadata=V1ObjectMeta(name=name, labels=labels))
+
+    def read_namespaced_service_account(self, name, namespace):
+        if name in self.missing_service_accounts:
+            raise ApiException(status=404, reason="NotFound")
+        return V1ObjectMeta(name=name, namespace=namespace)
 
     def read_namespaced_persistent_volume_claim(self, name, namespace):
         if (namespace, name) not in self.pvcs:

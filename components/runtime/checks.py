@@ -34,7 +34,8 @@ def check_serving_on_cluster(serving: Serving, kube: KubeClient | None = None) -
     ``kubeflow`` namespace so.
 
     Raises:
-        UnusableCluster: the namespace carries that label, or its labels cannot be read.
+        UnusableCluster: the namespace carries that label, its labels cannot be read, or it
+            has no ServiceAccount ``serving_service_account``.
     """
     kube = kube or KubeClient.connect()
     namespace = current_namespace()
@@ -45,6 +46,13 @@ def check_serving_on_cluster(serving: Serving, kube: KubeClient | None = None) -
             f"cannot read the labels of namespace {namespace} ({exc.status} {exc.reason}); "
             "apply k8s/rbac, whose Role lets the steps read their own namespace"
         ) from None
+    account = serving.serving_service_account
+    if not kube.has_service_account(namespace, account):
+        raise UnusableCluster(
+            f"namespace {namespace} has no ServiceAccount {account} for the predictor; apply "
+            "k8s/rbac (it makes fmnist-predictor), or set serving_service_account to one "
+            "that exists"
+        )
     if CONTROL_PLANE_LABEL in labels:
         raise UnusableCluster(
             f"namespace {namespace} is labelled {CONTROL_PLANE_LABEL}="

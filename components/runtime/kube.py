@@ -14,6 +14,7 @@ tests/k8s/test_rbac.py derives it from this code and compares it with the Role:
 | ``pod_log`` | read_..._pod_log | pods/log | get |
 | ``list_deployments`` | list_..._deployment | deployments (apps) | list |
 | ``namespace_labels`` | read_namespace (cluster-scoped) | namespaces | get |
+| ``has_service_account`` | read_..._service_account | serviceaccounts | get |
 
 ``served_resources`` (discovery) and ``openapi_schema`` (``/openapi/v3``) read what the
 cluster serves; every authenticated user may (the ``system:discovery`` ClusterRole).
@@ -203,6 +204,16 @@ class KubeClient:
     def namespace_labels(self, name: str) -> dict[str, str]:
         """The labels of a namespace."""
         return self.core_api.read_namespace(name).metadata.labels or {}
+
+    def has_service_account(self, namespace: str, name: str) -> bool:
+        """Whether ServiceAccount ``name`` exists in ``namespace``."""
+        try:
+            self.core_api.read_namespaced_service_account(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def served_resources(self, group_version: str) -> set[str] | None:
         """The resources the API serves under ``group/version``; None if it serves none."""

@@ -108,6 +108,7 @@ def inference_service(
         "minReplicas": serving.serving_min_replicas,
         "maxReplicas": serving.serving_max_replicas,
         "securityContext": pod_security_context(),
+        "serviceAccountName": serving.serving_service_account,
         "automountServiceAccountToken": False,
         "containers": [container],
     }

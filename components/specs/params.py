@@ -299,6 +299,11 @@ class Serving(ParameterSet):
     model_registry_insecure: bool = param(
         False, "allow the model_registry_secret token over plain http:// (with a warning)"
     )
+    serving_service_account: str = param(
+        "fmnist-predictor",
+        "ServiceAccount of the predictor's pods (k8s/rbac makes fmnist-predictor: no "
+        "permissions, no token)",
+    )
     take_over_service: bool = param(
         False,
         "replace an InferenceService named model_name that this project did not create "
@@ -332,6 +337,9 @@ class Serving(ParameterSet):
         allowed = "a Secret name (lowercase DNS subdomain)"
         require(is_dns_subdomain(secret), "model_registry_secret", allowed, secret)
         require_kind(self.model_registry_insecure, "model_registry_insecure", bool)
+        account = self.serving_service_account
+        allowed = "a ServiceAccount name (lowercase DNS subdomain)"
+        require(is_dns_subdomain(account), "serving_service_account", allowed, account)
         require_kind(self.take_over_service, "take_over_service", bool)
 
     def _check_replicas(self) -> None:

@@ -97,6 +97,7 @@ def validate_serving(
     model_registry: str,
     model_registry_secret: str,
     model_registry_insecure: bool,
+    serving_service_account: str,
     take_over_service: bool,
 ) -> dict:
     """Check the gate's and the InferenceService's parameters; on a cluster, the namespace.
@@ -123,6 +124,7 @@ def validate_serving(
         model_registry=model_registry,
         model_registry_secret=model_registry_secret,
         model_registry_insecure=model_registry_insecure,
+        serving_service_account=serving_service_account,
         take_over_service=take_over_service,
     )
     if check_target(target) == "cluster":

@@ -24,6 +24,8 @@ ANSWERS = [  # verb, resource, where, allowed
     ("get", "pods --subresource=log", OWN, True),
     ("get", "namespace/{own}", OWN, True),
     ("get", "nodes", CLUSTER, True),
+    ("get", "serviceaccounts", OWN, True),  # does the predictor's account exist?
+    ("create", "serviceaccounts --subresource=token", OWN, False),  # but never its token
     ("get", "secrets", OWN, False),
     ("list", "secrets", OWN, False),
     ("create", "pods", OWN, False),

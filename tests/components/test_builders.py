@@ -309,6 +309,7 @@ def test_inference_service_exact_object(validate_crd, validate_crd_at):
                 "securityContext": RESTRICTED_POD,
                 "tolerations": [GPU_TOLERATION],
                 "terminationGracePeriodSeconds": 40,
+                "serviceAccountName": "fmnist-predictor",
                 "automountServiceAccountToken": False,
                 "containers": [
                     {

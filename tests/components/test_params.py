@@ -241,6 +241,25 @@ def test_validate_serving_refuses_a_control_plane_namespace(fake_k8s, monkeypatc
     assert validate_serving.python_func(target="cluster", **Serving().to_dict())["model_name"]
 
 
+def test_validate_serving_refuses_a_namespace_without_the_predictors_account(fake_k8s, monkeypatch):
+    """A predictor whose ServiceAccount is missing never gets a pod (its ReplicaSet cannot
+    create one): the validate step says so in one line instead."""
+    from components.runtime import checks
+
+    monkeypatch.setattr(checks, "current_namespace", lambda: "team-a")
+    fake_k8s.core.missing_service_accounts.add("fmnist-predictor")
+    with pytest.raises(checks.UnusableCluster) as error:
+        validate_serving.python_func(target="cluster", **Serving().to_dict())
+    assert str(error.value) == (
+        "namespace team-a has no ServiceAccount fmnist-predictor for the predictor; apply "
+        "k8s/rbac (it makes fmnist-predictor), or set serving_service_account to one that exists"
+    )
+    mine = Serving(serving_service_account="team-a-predictor").to_dict()
+    assert validate_serving.python_func(target="cluster", **mine)["serving_service_account"] == (
+        "team-a-predictor"
+    )
+
+
 @pytest.mark.parametrize(
     ("check", "good", "bad"),
     [

@@ -330,8 +330,24 @@ def rbac(render_kustomization) -> dict[str, dict]:
     """The objects of k8s/rbac by kind (one of each)."""
     objects = render_kustomization(REPO / "k8s" / "rbac")
     kinds = [obj["kind"] for obj in objects]
-    assert sorted(kinds) == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+    assert sorted(kinds) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
     return {obj["kind"]: obj for obj in objects}
+
+
+def test_the_predictors_account_has_no_token_and_no_binding(rbac):
+    """The predictor never calls the API: its ServiceAccount mounts no token by default, and
+    neither binding names it."""
+    account = rbac["ServiceAccount"]
+    assert account["metadata"] == {"name": "fmnist-predictor", "namespace": "kubeflow"}
+    assert account["automountServiceAccountToken"] is False
+    for binding in ("RoleBinding", "ClusterRoleBinding"):
+        assert "fmnist-predictor" not in {s["name"] for s in rbac[binding]["subjects"]}
 
 
 def granted(role: dict) -> set[tuple[str, str, str]]:
@@ -364,6 +380,7 @@ def test_the_derivation_sees_every_steps_calls(derived):
         ("kubeflow.org", "experiments", "delete"),
         ("kubeflow.org", "trials", "list"),
         ("", "namespaces", "get"),  # validate-serving: its own namespace's labels
+        ("", "serviceaccounts", "get"),  # validate-serving: the predictor's account exists
     }
     assert triples(derived, namespaced=False) == {
         ("", "nodes", "get"),  # train: is a job's pod on a lost node? (lost_nodes.py)
