@@ -136,6 +136,10 @@ class Registry:
                 f"model registry {self.address}: {what} failed: {_reason(error)}"
             ) from None
 
+    def _run_async(self, coroutine, what: str):
+        """``_run`` of a coroutine on the client's event loop."""
+        return self._run(lambda: self.client.async_runner(coroutine), what)
+
     def register(
         self, model_name: str, version_name: str, uri: str, model_info: dict, properties: dict
     ) -> Version:
@@ -183,10 +187,8 @@ class Registry:
             model_format_name=MODEL_FORMAT,
             model_format_version=format_version(model_info),
         )
-        self._run(
-            lambda: self.client.async_runner(
-                self.client._api.upsert_model_version_artifact(artifact, version.id)
-            ),
+        self._run_async(
+            self.client._api.upsert_model_version_artifact(artifact, version.id),
             f"writing the artifact of {model_name} {version.name}",
         )
 
@@ -249,8 +251,8 @@ class Registry:
         A new record is UNDEPLOYED and names no version; an existing one is left as it is,
         until ``record_serving`` says the rollout is done.
         """
-        return self._run(
-            lambda: self.client.async_runner(self._ensure_record(version, namespace, service)),
+        return self._run_async(
+            self._ensure_record(version, namespace, service),
             f"looking up the record of {namespace}/{service}",
         )
 
@@ -287,8 +289,8 @@ class Registry:
 
         One update: the version, DEPLOYED, and the ``url`` property the controller writes.
         """
-        self._run(
-            lambda: self.client.async_runner(self._deployed(record_id, version, url)),
+        self._run_async(
+            self._deployed(record_id, version, url),
             f"recording record {record_id} as serving {version.name}",
         )
 
@@ -311,8 +313,8 @@ class Registry:
 
     def served(self, namespace: str, service: str) -> Served | None:
         """What the record of ``namespace/service`` says it serves, if there is one."""
-        return self._run(
-            lambda: self.client.async_runner(self._served(namespace, service)),
+        return self._run_async(
+            self._served(namespace, service),
             f"looking up what {namespace}/{service} serves",
         )
 
