@@ -326,7 +326,7 @@ def restore(kube: KubeClient, previous: dict) -> None:
 def storage_uri_of(isvc: dict) -> str | None:
     """The STORAGE_URI the service's predictor container serves, if it names one."""
     for container in isvc.get("spec", {}).get("predictor", {}).get("containers") or []:
-        for env in container.get("env") or []:
-            if container.get("name") == PREDICTOR_CONTAINER and env.get("name") == "STORAGE_URI":
-                return env.get("value")
+        if container.get("name") == PREDICTOR_CONTAINER:
+            env = {item.get("name"): item.get("value") for item in container.get("env") or []}
+            return env.get("STORAGE_URI")
     return None
