@@ -44,6 +44,7 @@ import pytest
 import yaml
 
 from components.specs.pods import WorkPaths
+from trainer.data import pack
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "build" / "cluster"
@@ -60,6 +61,15 @@ def _harness():
     if str(HARNESS) not in sys.path:
         sys.path.insert(0, str(HARNESS))
     return importlib.import_module("harness.control_plane")
+
+
+@pytest.fixture(scope="session")
+def packed(tmp_path_factory) -> Path:
+    """The fault and isolation runs' slice of the real dataset: ~94 steps an epoch, so a fault
+    lands in the middle of one and a probe finds the job still running."""
+    out = tmp_path_factory.mktemp("packed")
+    pack(str(out), train_limit=12_000, test_limit=2_000)
+    return out
 
 
 @pytest.fixture(scope="session")

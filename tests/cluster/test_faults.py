@@ -58,7 +58,6 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 from components.runtime import waiting
 from components.runtime.watchers import lost_nodes
 from components.runtime.watchers.lost_nodes import NodeLost
-from trainer.data import pack
 
 # Each run's namespace has k8s/network-policies applied (probes.py): the faults are survived
 # under enforcement, as in an isolated profile namespace.
@@ -70,14 +69,6 @@ pytestmark = [
 MID_EPOCH_2 = r"epoch 2 \["  # rank 0's progress line half way through epoch 2
 RESUMED = re.compile(r"resumed from epoch (\d+) \(its checkpoint\)")
 LOST_AFTER = 30  # the lost-node test's bound, for NODE_LOST_SECONDS (120 s)
-
-
-@pytest.fixture(scope="module")
-def packed(tmp_path_factory):
-    """The slice the runs train on: ~94 steps an epoch, so a fault lands in the middle of one."""
-    out = tmp_path_factory.mktemp("packed")
-    pack(str(out), train_limit=12_000, test_limit=2_000)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -43,19 +43,10 @@ from components.runtime import volumes
 from components.specs.pods import PREDICTOR_ROLE, ROLE_LABEL, TRAINING_ROLE
 from components.specs.pytorchjob import MASTER_PORT
 from serving.defaults import HTTP_PORT, MODEL_NAME
-from trainer.data import pack
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
 STEP_POD = {"pipelines.kubeflow.org/v2_component": "true"}  # what KFP labels a run's pods
 EPOCHS = 5  # the job still runs while the probes' rounds are done
-
-
-@pytest.fixture(scope="module")
-def packed(tmp_path_factory):
-    """The fault tests' slice: a job of EPOCHS epochs runs long enough to be probed meanwhile."""
-    out = tmp_path_factory.mktemp("packed")
-    pack(str(out), train_limit=12_000, test_limit=2_000)
-    return out
 
 
 @pytest.fixture
