@@ -181,3 +181,18 @@ class PodRecorder:
                     self.logs[name, status.name] = pod_log(
                         self.core, self.namespace, name, status.name
                     )
+
+
+@pytest.fixture
+def restricted_init_container():
+    """The Training Operator as k8s/training-operator configures it, restored after the test.
+
+    Its ``--pytorch-init-container-template-file`` gives ``init-pytorch`` a securityContext
+    Pod Security "restricted" admits (training-operator v1.9.4
+    pkg/controller.v1/pytorch/initcontainer.go reads the template once, at start).
+    """
+    restarts = harness_module("restarts")
+    template = HARNESS.parents[1] / "k8s" / "training-operator" / "initContainer.yaml"
+    restarts.restart("training-operator", (f"--pytorch-init-container-template-file={template}",))
+    yield
+    restarts.restart("training-operator")

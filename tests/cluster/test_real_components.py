@@ -42,6 +42,7 @@ import time
 import uuid
 from pathlib import Path
 
+import kubernetes
 import pytest
 import yaml
 from google.protobuf import json_format
@@ -55,6 +56,7 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
     harness_node,
     pod_log,
     real_namespace,
+    restricted_init_container,
 )
 
 from components.images import Images
@@ -273,6 +275,12 @@ def test_pack_and_evaluate_run_as_the_launcher_starts_them(
     assert (local_folder(workspace, report_uri).parent / "report_html").stat().st_size > 0
 
 
+def kit_config(key: str) -> dict:
+    """One value of Argo's config map as k8s/pipelines sets it."""
+    patch = yaml.safe_load((REPO / "k8s" / "pipelines" / "workflow-defaults.yaml").read_text())
+    return yaml.safe_load(patch["data"][key])
+
+
 def kit_pod_security() -> dict:
     """The pod securityContext Argo gives every pipeline pod with k8s/pipelines applied.
 
@@ -280,18 +288,28 @@ def kit_pod_security() -> dict:
     workflow/controller/workflowpod.go: a template without its own takes the Workflow's);
     tests/k8s/test_pipelines_admin.py renders the component over Argo's config map.
     """
-    patch = yaml.safe_load((REPO / "k8s" / "pipelines" / "workflow-defaults.yaml").read_text())
-    return yaml.safe_load(patch["data"]["workflowDefaults"])["spec"]["securityContext"]
+    return kit_config("workflowDefaults")["spec"]["securityContext"]
 
 
-def train_step_pod(spec: dict, workspace, run: str, packed: Path, pod_security: dict):
-    """The train step's pod as KFP 2.15 makes it: no container securityContext of ours.
+def kit_main_security() -> dict:
+    """The step container's securityContext: k8s/pipelines' ``mainContainer``, which Argo
+    strategic-merges into every template's main container (argo-workflows v3.7.3
+    workflow/controller/workflowpod.go ``createWorkflowPod``; KFP 2.15's driver patch sets none).
+    """
+    return kit_config("mainContainer")["securityContext"]
+
+
+def train_step_pod(
+    spec: dict, workspace, run: str, packed: Path, pod_security: dict, main_security: dict
+):
+    """The train step's pod as KFP 2.15 makes it, with the contexts Argo's config gives it.
 
     KFP 2.15 sets a pod securityContext only from PIPELINE_RUN_AS_USER and none on the
     container (kubeflow/pipelines 2.15.0 backend/src/v2/compiler/argocompiler/argo.go,
-    container.go); the driver hands the step its workspace volume and mount as ``task_config``
-    (backend/src/v2/driver/container.go). The packed dataset is a workspace artifact of
-    pack-dataset's, copied to where pack-dataset's pod would have written it.
+    container.go): ``{}`` and ``{}`` are KFP's own. The driver hands the step its workspace
+    volume and mount as ``task_config`` (backend/src/v2/driver/container.go). The packed
+    dataset is a workspace artifact of pack-dataset's, copied to where pack-dataset's pod
+    would have written it.
     """
     dataset_uri = f"{PIPELINE_ROOT}/{run}/pack-dataset/dataset"
     shutil.copytree(packed, local_folder(workspace, dataset_uri))
@@ -310,7 +328,7 @@ def train_step_pod(spec: dict, workspace, run: str, packed: Path, pod_security: 
         "volumes": [pods.pvc_volume(volume, workspace.pvc)],
         "volumeMounts": [pods.volume_mount(volume, pods.WORKSPACE_MOUNT_PATH)],
     }
-    body = step_pod(spec, "train", run, inputs, workspace.pvc, pod_security, {})
+    body = step_pod(spec, "train", run, inputs, workspace.pvc, pod_security, main_security)
     container = body["spec"]["containers"][0]
     container["resources"] = pods.resources("200m", "1Gi")
     # The workspace only: /minio and the executor's output file stay in the container, where
@@ -338,7 +356,7 @@ def test_without_an_fs_group_the_train_step_says_the_workspace_is_not_writable(
     """
     workspace = bind_workspace(core, namespace)
     run = uuid.uuid4().hex[:8]
-    body = train_step_pod(pipeline_spec, workspace, run, packed_here, pod_security={})  # KFP's
+    body = train_step_pod(pipeline_spec, workspace, run, packed_here, {}, {})  # KFP's own
     log = run_pod(core, namespace, body, phase="Failed")
     lines = [line for line in log.splitlines() if "VolumeNotWritable" in line]
     assert len(lines) == 1, log
@@ -354,20 +372,33 @@ def test_without_an_fs_group_the_train_step_says_the_workspace_is_not_writable(
     assert jobs == []
 
 
-def test_with_k8s_pipelines_the_train_step_runs_its_pytorchjob_from_a_real_pod(
+@pytest.mark.usefixtures("restricted_init_container")
+@pytest.mark.parametrize("namespace", ["restricted"], indirect=True)
+def test_with_k8s_pipelines_the_train_step_runs_restricted_and_trains_from_a_real_pod(
     namespace, core, pipeline_spec, packed_here
 ):
-    """The compiled train step in its own pod, with the fsGroup k8s/pipelines gives it.
+    """The compiled train step in its own pod, with the contexts k8s/pipelines gives it.
 
-    From the pod, as the pipeline's ServiceAccount: it stages the data on the workspace (the
-    kubelet made the volume group 10001), creates the PyTorchJob (Master + Worker, real pods),
-    streams rank 0's log into its own, and ends Succeeded once it copied the job's model into
-    its Model artifact (in the container, where the launcher uploads it from).
+    In a namespace enforcing Pod Security "restricted" (the real kube-apiserver's PodSecurity
+    admission, k8s.io/pod-security-admission v0.36.3): the step's pod as KFP 2.15 makes it
+    alone is refused; with k8s/pipelines' pod context (uid 10001, runAsNonRoot, seccomp,
+    fsGroup) and main-container context (no privilege escalation, no capabilities) it is
+    admitted and, as the pipeline's ServiceAccount, stages the data on the workspace (the
+    kubelet made the volume group 10001), creates the PyTorchJob (Master + Worker, real pods,
+    restricted too with k8s/training-operator's init container), streams rank 0's log into
+    its own, and ends Succeeded once it copied the job's model into its Model artifact.
     """
-    assert kit_pod_security()["fsGroup"] == pods.IMAGE_USER
     workspace = bind_workspace(core, namespace)
     run = uuid.uuid4().hex[:8]
-    body = train_step_pod(pipeline_spec, workspace, run, packed_here, kit_pod_security())
+    bare = train_step_pod(pipeline_spec, workspace, f"{run}-bare", packed_here, {}, {})
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        core.create_namespaced_pod(namespace, bare)
+    message = json.loads(refused.value.body)["message"]
+    assert refused.value.status == 403 and 'violates PodSecurity "restricted' in message, message
+    body = train_step_pod(
+        pipeline_spec, workspace, run, packed_here, kit_pod_security(), kit_main_security()
+    )
+    assert body["spec"]["containers"][0]["resources"]["limits"]  # the step has its limits
     log = run_pod(core, namespace, body)
     assert f"created PyTorchJob {namespace}/" in log
     model = json.loads((workspace.path / "train" / "model" / "model.json").read_text())

@@ -25,7 +25,6 @@ import json
 import math
 import re
 import uuid
-from pathlib import Path
 
 import pytest
 from probes import isolated  # noqa: F401  (a fixture: k8s/network-policies in ``namespace``)
@@ -38,6 +37,7 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
     pod_log,
     pods_of,
     real_namespace,
+    restricted_init_container,
     token_mounts,
 )
 
@@ -49,7 +49,6 @@ from components.specs.sweep import Sweep
 from trainer.data import pack
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
-REPO = Path(__file__).resolve().parents[2]
 JOB_PODS = {  # label selectors of a job's pods
     "pytorchjob": "training.kubeflow.org/job-name",
     "trainjob": "jobset.sigs.k8s.io/jobset-name",
@@ -63,21 +62,6 @@ def packed_slice(tmp_path_factory):
     out = tmp_path_factory.mktemp("packed")
     pack(str(out), train_limit=2000, test_limit=500)
     return out
-
-
-@pytest.fixture
-def restricted_init_container():
-    """The Training Operator as k8s/training-operator configures it, restored after the test.
-
-    Its ``--pytorch-init-container-template-file`` gives ``init-pytorch`` a securityContext
-    Pod Security "restricted" admits (training-operator v1.9.4
-    pkg/controller.v1/pytorch/initcontainer.go reads the template once, at start).
-    """
-    restarts = harness_module("restarts")
-    template = REPO / "k8s" / "training-operator" / "initContainer.yaml"
-    restarts.restart("training-operator", (f"--pytorch-init-container-template-file={template}",))
-    yield
-    restarts.restart("training-operator")
 
 
 def train_for_real(
@@ -159,9 +143,10 @@ def test_the_default_pytorchjob_trains_for_real(
 
 
 @pytest.mark.usefixtures("isolated")
+@pytest.mark.usefixtures("restricted_init_container")
 @pytest.mark.parametrize("namespace", ["restricted"], indirect=True)
 def test_a_restricted_namespace_trains_with_the_admin_init_container(
-    as_pipeline, restricted_init_container, namespace, core, packed_slice, tmp_path, capsys
+    as_pipeline, namespace, core, packed_slice, tmp_path, capsys
 ):
     """With k8s/training-operator's template the Worker passes Pod Security "restricted"."""
     saved, recorded = train_for_real(core, namespace, packed_slice, tmp_path)
