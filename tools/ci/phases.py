@@ -22,6 +22,7 @@ BUILD_LINES = [
         re.compile(r"^pulled (\S+) \((\d+) images\) in ([\d.]+) s"),
         "pull {} into a node ({} images)",
     ),
+    (re.compile(r"^control plane built \(([\d.]+) s\)"), "cluster.py build, to the control plane"),
     (re.compile(r"^all built \(([\d.]+) s\)"), "cluster.py build, start to end"),
 ]
 

@@ -168,26 +168,36 @@ def render(root: Path, component: Component, scratch: Path) -> str:
 
 
 def build_all(wanted: dict[str, Component]) -> dict[str, Path]:
-    """Build every component; link binaries and manifests into build/cluster/."""
+    """Build every component; link binaries and manifests into build/cluster/, drop the rest.
+
+    Links are replaced one by one, never removed first: a cluster already running from some
+    of them (``up --without-nodes`` while the build goes on) finds each one at every moment.
+    """
     built = {name: build(component) for name, component in wanted.items()}
-    for sub in ("bin", "manifests", "files"):
-        shutil.rmtree(BUILD / sub, ignore_errors=True)
-        (BUILD / sub).mkdir(parents=True)
+    kept = set()
     for name, folder in built.items():
-        link(name, folder)
+        kept |= link(name, folder)
+    for sub in ("bin", "manifests", "files"):
+        for path in (BUILD / sub).rglob("*"):
+            if path.is_symlink() and path not in kept:
+                path.unlink()
     return built
 
 
-def link(name: str, folder: Path) -> None:
-    """Link one built component's binaries, manifests and files into build/cluster/."""
-    for binary in (folder / "bin").iterdir():
-        (BIN / binary.name).unlink(missing_ok=True)
-        (BIN / binary.name).symlink_to(binary)
+def link(name: str, folder: Path) -> set[Path]:
+    """Link one built component's binaries, manifests and files into build/cluster/.
+
+    Returns the links it made.
+    """
+    made = {BIN / binary.name: binary for binary in (folder / "bin").iterdir()}
     if (folder / "manifests.yaml").exists():
-        (BUILD / "manifests" / f"{name}.yaml").unlink(missing_ok=True)
-        (BUILD / "manifests" / f"{name}.yaml").symlink_to(folder / "manifests.yaml")
-    if (folder / "files").exists():
-        shutil.rmtree(BUILD / "files" / name, ignore_errors=True)
-        (BUILD / "files" / name).mkdir(parents=True)
-        for path in (folder / "files").glob("*"):
-            (BUILD / "files" / name / path.name).symlink_to(path)
+        made[BUILD / "manifests" / f"{name}.yaml"] = folder / "manifests.yaml"
+    for path in (folder / "files").glob("*"):
+        made[BUILD / "files" / name / path.name] = path
+    for where, target in made.items():
+        where.parent.mkdir(parents=True, exist_ok=True)
+        fresh = where.with_name(f".{where.name}.new")
+        fresh.unlink(missing_ok=True)
+        fresh.symlink_to(target)
+        fresh.replace(where)
+    return set(made)

@@ -9,35 +9,36 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import yaml
 
 from harness import (
-    api_service,
     control_plane,
-    dns,
-    enforcer,
     image_builds,
-    images,
     karmada,
     multikueue,
     node,
     node_faults,
-    registry,
-    volumes,
+    real_nodes,
     workers,
 )
 from harness.api import Api
 from harness.build import build, build_all, link
-from harness.components import components
+from harness.components import components, without_nodes
 from harness.components import karmada as karmada_component
 from harness.controllers import controllers, katib, training_operator
-from harness.paths import BIN, BUILD, CONFIG, KUBECONFIG, LOGS, PIDS, RUN, STATE
+from harness.paths import (
+    BUILD,
+    CONFIG,
+    CONTROL_PLANE_BUILT,
+    KUBECONFIG,
+    LOGS,
+    PIDS,
+    RUN,
+    STATE,
+)
 from harness.pki import make_pki, remove_certs
 from harness.processes import Process, alive, log_tail, terminate, wait_for, wait_ready
-
-LOCAL_VOLUMES = 32  # the real node's local PersistentVolumes (one per test workspace)
 
 
 def progress(started: float, what: str) -> None:
@@ -49,30 +50,63 @@ def up(args) -> None:
     """Build what is missing, start the control plane and the controllers, wait until ready.
 
     Our images build (where a source changed) while the control plane starts: only the real
-    nodes need them.
+    nodes need them. ``--without-nodes`` stops there (kwok's nodes only; ``nodes`` adds the
+    real ones): it needs neither the nodes' programs nor the images, so CI runs the tests of
+    kwok's nodes while those still build.
     """
     started = time.monotonic()
     if STATE.exists() or control_plane.kwok_cluster_dir().exists():
         print("a previous cluster is still here: stopping it first", flush=True)
         down(args)
     wanted = components(args.trainer, args.kserve)
-    build_all(wanted)
-    seconds = {"build_check": time.monotonic() - started}
-    progress(started, "binaries ready; images building where they changed")
-    with ThreadPoolExecutor(1) as pool:
-        images = pool.submit(image_builds.ensure_images)
-        versions = {"trainer": args.trainer, "kserve": args.kserve}
+    versions = {"trainer": args.trainer, "kserve": args.kserve}
+    seconds = {}
+    if args.without_nodes:
+        for name, component in without_nodes(wanted).items():
+            link(name, build(component))
+        seconds["build_check"] = time.monotonic() - started
         processes = _start_clusters(args, wanted, versions, started, seconds)
-        pod_images = images.result()
-    seconds["images_wait"] = time.monotonic() - started - sum(seconds.values())
-    _merge(processes, _start_real_nodes(api=Api(KUBECONFIG), pod_images=pod_images))
+    else:
+        build_all(wanted)
+        seconds["build_check"] = time.monotonic() - started
+        progress(started, "binaries ready; images building where they changed")
+        with ThreadPoolExecutor(1) as pool:
+            images = pool.submit(image_builds.ensure_images)
+            processes = _start_clusters(args, wanted, versions, started, seconds)
+            pod_images = images.result()
+        seconds["images_wait"] = time.monotonic() - started - sum(seconds.values())
+        _start_nodes(processes, pod_images, started, seconds)
+    _write_state({**versions, **processes, "real_nodes": not args.without_nodes}, seconds, started)
+
+
+def nodes(args) -> None:
+    """Add the real nodes and their policy enforcers to a cluster ``up --without-nodes`` started."""
+    started = time.monotonic()
+    state = json.loads(STATE.read_text()) if STATE.exists() else {}
+    if state.get("real_nodes", True):
+        raise SystemExit("no cluster started with `up --without-nodes` here")
+    build_all(components(state["trainer"], state["kserve"]))
+    seconds = {"build_check": time.monotonic() - started}
+    pod_images = image_builds.ensure_images()
+    seconds["images"] = time.monotonic() - started - sum(seconds.values())
+    _start_nodes(state, pod_images, started, seconds)
+    _write_state({**state, "real_nodes": True}, seconds, started)
+
+
+def _start_nodes(processes: dict, pod_images, started: float, seconds: dict) -> None:
+    """The real nodes, then their NetworkPolicy enforcers; both added to ``processes``."""
+    _merge(processes, real_nodes.start_nodes(api=Api(KUBECONFIG), pod_images=pod_images))
     seconds["real_nodes"] = time.monotonic() - started - sum(seconds.values())
     progress(started, f"CoreDNS answering, nodes {', '.join(node.NAMES)} Ready")
-    _merge(processes, _start_enforcers(Api(KUBECONFIG)))
+    _merge(processes, real_nodes.start_enforcers(Api(KUBECONFIG)))
     seconds["enforcers"] = time.monotonic() - started - sum(seconds.values())
     progress(started, "NetworkPolicies enforced on the real nodes (kube-router)")
+
+
+def _write_state(state: dict, seconds: dict, started: float) -> None:
+    """Record the cluster (build/cluster/state.json) and say how long this command took."""
     seconds["total"] = time.monotonic() - started
-    state = {**versions, **processes, "seconds": {k: round(v, 1) for k, v in seconds.items()}}
+    state["seconds"] = {k: round(v, 1) for k, v in seconds.items()}
     STATE.write_text(json.dumps(state, indent=1))
     print(
         f"cluster up in {state['seconds']['total']} s ({json.dumps(state['seconds'])}); "
@@ -181,50 +215,6 @@ def _after_webhooks(api: Api, trainer: str, nodes: int) -> None:
     wait_for("the nodes to be Ready", lambda: api.nodes_ready(nodes), 60, "kwok-controller")
 
 
-def _start_real_nodes(api: Api, pod_images: tuple[images.ImageSet, ...]) -> dict:
-    """CoreDNS, the API's Service, the registry with the images, the volumes, the real nodes.
-
-    Returns their pids and (for the nodes' programs) how each was started.
-    """
-    kubeconfig = yaml.safe_load(KUBECONFIG.read_text())
-    server = kubeconfig["clusters"][0]["cluster"]["server"]
-    pids = dns.start() | api_service.start(server) | _start_registry()
-    for image_set in pod_images:
-        registry.push(image_set, registry.STORAGE)
-    api.create_all([dns.service(), *volumes.local_volumes(LOCAL_VOLUMES)], "real-nodes")
-    api_service.keep_from_kube_proxy(api)
-    ca_dir = control_plane.kwok_cluster_dir() / "pki"
-    records = []
-    for real in node.NODES:
-        started = node.start(real, ca_dir, server, dns.DNS_IP, pod_images, images.SANDBOX_IMAGE)
-        pids |= {process.name: pid for process, pid in started}
-        records += [process.__dict__ for process, _ in started]
-    for real in node.NODES:
-        node.wait_ready(api, real)
-    return {"pids": pids, "processes": records}
-
-
-def _start_enforcers(api: Api) -> dict:
-    """kube-router's NetworkPolicy controller on each real node (harness/enforcer.py)."""
-    server = yaml.safe_load(KUBECONFIG.read_text())["clusters"][0]["cluster"]["server"]
-    ca_dir = control_plane.kwok_cluster_dir() / "pki"
-    api.create_all(enforcer.rbac(), "enforcers")
-    pids, records = {}, []
-    for real in node.NODES:  # each reads its Node object when it starts
-        process = enforcer.process(real, ca_dir, server if real.first else node.API_SERVICE)
-        pids[process.name] = process.start()
-        records.append(process.__dict__)
-    for real in node.NODES:
-        enforcer.wait_ready(real)
-    return {"pids": pids, "processes": records}
-
-
-def _start_registry(bin_dir: Path = BIN) -> dict[str, int]:
-    """The image registry, unless one already answers (its pid by name)."""
-    pid = registry.start(bin_dir)
-    return {"registry": pid} if pid else {}
-
-
 def down(args=None) -> None:
     """Stop every process the harness and kwokctl started; keep the logs."""
     for real in reversed(node.NODES):  # first: the kubelets and every container they started
@@ -297,25 +287,6 @@ def restart_apiserver(args) -> None:
     print("kube-apiserver restarted", flush=True)
 
 
-def _preload_torch_images(bin_dirs: tuple[Path, Path]) -> None:
-    """Build the bases and our images, push them, and pull them into each node's containerd.
-
-    All of it waits more on the network and the disk than on the CPUs, so beside the Go
-    builds it takes cluster-up's longest step (7 GB unpacked per node) off it.
-    """
-    containerd, registry_bin = bin_dirs
-    ours = image_builds.ensure_torch_images()
-    for folder in (LOGS, PIDS, RUN):
-        folder.mkdir(parents=True, exist_ok=True)
-    pids = _start_registry(registry_bin)
-    try:
-        registry.push(ours, registry.STORAGE)
-        node.preload(ours, images.SANDBOX_IMAGE, containerd)
-    finally:
-        terminate(list(pids.values()), 15)
-        (PIDS / "registry.pid").unlink(missing_ok=True)
-
-
 def parser(description: str) -> argparse.ArgumentParser:
     """The command line (tools/controlplane/cluster.py's docstring describes it)."""
     parser = argparse.ArgumentParser(description=description)
@@ -328,6 +299,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     sub.choices["up"].add_argument(
         "--workers", type=int, choices=range(len(workers.WORKERS) + 1), default=len(workers.WORKERS)
     )
+    sub.choices["up"].add_argument("--without-nodes", action="store_true")  # kwok's nodes only
+    sub.add_parser("nodes")  # the real nodes, into a cluster started --without-nodes
     sub.add_parser("karmada")  # attach Karmada to a running cluster (its two workers)
     sub.add_parser("build-karmada")  # build Karmada's control plane (cached), nothing else
     sub.add_parser("down")
@@ -347,10 +320,15 @@ def main(argv: list[str], description: str = "") -> None:
     if args.command == "build":
         started = time.monotonic()
         wanted = components(args.trainer, args.kserve)
+        CONTROL_PLANE_BUILT.unlink(missing_ok=True)
         # First: the torch images go through these into the nodes' image stores.
         bin_dirs = (build(wanted["containerd"]) / "bin", build(wanted["registry"]) / "bin")
         with ThreadPoolExecutor(1) as pool:
-            torch_images = pool.submit(_preload_torch_images, bin_dirs)
+            torch_images = pool.submit(real_nodes.preload_torch_images, bin_dirs)
+            for name, component in without_nodes(wanted).items():
+                link(name, build(component))
+            CONTROL_PLANE_BUILT.touch()
+            print(f"control plane built ({time.monotonic() - started:.1f} s)", flush=True)
             build_all(wanted)
             torch_images.result()
         image_builds.ensure_images()
@@ -367,6 +345,12 @@ def main(argv: list[str], description: str = "") -> None:
                 file=sys.stderr,
             )
             down()
+            raise
+    elif args.command == "nodes":
+        try:
+            nodes(args)
+        except BaseException:
+            print("adding the real nodes failed (logs stay in build/cluster/logs)", file=sys.stderr)
             raise
     elif args.command == "karmada":
         attach_karmada(args)

@@ -171,6 +171,12 @@ def _kubeflow(trainer: str, kserve: str) -> list[Component]:
     ]
 
 
+def without_nodes(wanted: dict[str, Component]) -> dict[str, Component]:
+    """What a cluster of kwok's nodes alone runs: ``wanted`` less the real nodes' programs."""
+    node_programs = {component.name for component in _node()}
+    return {name: c for name, c in wanted.items() if name not in node_programs}
+
+
 def karmada() -> Component:
     """Karmada's control plane (harness/karmada.py), over the MultiKueue workers.
 
@@ -219,8 +225,12 @@ KARMADA_CRDS = (
 
 
 def components(trainer: str, kserve: str) -> dict[str, Component]:
-    """The components of one cluster, by folder name (Karmada aside: ``karmada()``)."""
-    found = _control_plane() + _node() + _kubeflow(trainer, kserve)
+    """The components of one cluster, by folder name (Karmada aside: ``karmada()``).
+
+    In build order after containerd and the registry (the images go through those): the
+    control plane and the controllers, then what only the real nodes run.
+    """
+    found = _control_plane() + _kubeflow(trainer, kserve) + _node()
     for component in found:
         if not (component.dir / "go.mod").exists():
             raise SystemExit(f"no {component.dir}/go.mod: choose a version that has a folder")

@@ -13,6 +13,7 @@ BUILD = REPO / "build" / "cluster"
 BIN, LOGS, RUN, PIDS = BUILD / "bin", BUILD / "logs", BUILD / "run", BUILD / "pids"
 KUBECONFIG, STATE, PKI = BUILD / "kubeconfig", BUILD / "state.json", BUILD / "pki"
 KWOK_WORKDIR = BUILD / "kwok"
+CONTROL_PLANE_BUILT = BUILD / "control-plane.built"  # `build` made what `up --without-nodes` runs
 CLUSTER = "fmnist"  # kwokctl's cluster name
 CACHE = Path(
     os.environ.get("FMNIST_CONTROLPLANE_CACHE")
