@@ -3,6 +3,8 @@
 
     python tools/controlplane/cluster.py build  [--trainer v2.1.0|v2.3.0] [--kserve v0.15.2|v0.20.0]
     python tools/controlplane/cluster.py up     [same options] [--workers 0|1|2]  # build, start
+    python tools/controlplane/cluster.py up --without-nodes  # steps 1-5 below: kwok's nodes only
+    python tools/controlplane/cluster.py nodes   # then steps 6-7: the real nodes join it
     python tools/controlplane/cluster.py down                    # stop everything
     python tools/controlplane/cluster.py status
     python tools/controlplane/cluster.py images                  # build the images (cached)
