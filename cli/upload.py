@@ -92,6 +92,7 @@ class Plan:
     name: str  # the pipeline's name in KFP
     version_name: str | None  # None: NAME-<UTC timestamp>-<4 hex digits>, chosen at upload
     params: dict
+    defaults: dict  # the package's parameters that declare a default, with it
 
     def describe(self, experiment: str) -> list[str]:
         """Lines that say what would be done."""
@@ -114,6 +115,17 @@ class Uploaded:
     experiment_id: str
     name: str  # the pipeline's name in KFP
     params: dict
+    defaults: dict
+
+    @property
+    def every_value(self) -> dict:
+        """Every parameter with a default, at ``params``' value or its default.
+
+        The parameters declared optional with no default (None) are left out: KFP's driver
+        refuses a null value (kubeflow/pipelines 2.5.0 ``driver.go``, 2.15.0
+        ``resolve.go``: "got null for input parameter").
+        """
+        return {**self.defaults, **self.params}
 
 
 def require_text(value: str | None, flag_name: str, max_length: int = 0) -> None:
@@ -153,7 +165,7 @@ def plan_from_args(
     params = parse_params(args.param, inputs.types)
     check_params(inputs, params)
     name = args.pipeline_name or inputs.name
-    return Plan(package, variant, name, args.version, params)
+    return Plan(package, variant, name, args.version, params, inputs.defaults)
 
 
 def dry_run(args: argparse.Namespace) -> Plan:
@@ -201,7 +213,9 @@ def upload_from_args(args: argparse.Namespace) -> Uploaded:
                 plan.version_name or f"{plan.name}-{timestamp()}-{secrets.token_hex(2)}",
             )
             experiment = experiment_id(client, args.experiment, args.namespace)
-    return Uploaded(client, pipeline_id, version_id, experiment, plan.name, plan.params)
+    return Uploaded(
+        client, pipeline_id, version_id, experiment, plan.name, plan.params, plan.defaults
+    )
 
 
 def _compile(args: argparse.Namespace, variant: str, out_dir: Path) -> Path:

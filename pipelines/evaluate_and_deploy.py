@@ -102,6 +102,7 @@ def release(settings, model, dataset, serving, target, model_pvc, model_registry
             serving=serving,
             target=target,
             run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         )
         with_registry_credentials(on_model_volume(settings.step(registered), model_pvc), secret)
         deployed = deploy_task(settings, model, dataset, serving, target, model_pvc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import email.parser
 import email.policy
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import threading
+import types
 import urllib.parse
 from pathlib import Path
 
@@ -250,6 +252,20 @@ def validate_crd_at(crd_schemas_at):
 KATIB_OPENAPI = upstream.KATIB_OPENAPI  # (module, version, path in the module)
 _TRIAL_PARAM = re.compile(r"\$\{trialParameters\..+?\}")
 _META_REFERENCE = re.compile(r"\$\{trialSpec\.(Name|Namespace|Kind|APIVersion)\}")
+KATIB_CONFIG = "manifests/v1beta1/installs/katib-standalone/katib-config.yaml"
+MEDIANSTOP_SERVICE = "pkg/earlystopping/v1beta1/medianstop/service.py"
+
+
+def _katib_file(relative: str) -> Path:
+    """A file of the pinned Katib module (the OpenAPI spec's)."""
+    module, version, _ = KATIB_OPENAPI
+    return _upstream(upstream.module_file, module, version, relative)
+
+
+@pytest.fixture(scope="session")
+def katib_file():
+    """``_katib_file``: a file of the pinned Katib module."""
+    return _katib_file
 
 
 @pytest.fixture(scope="session")
@@ -263,19 +279,48 @@ def validate_katib_experiment(validate_crd):
        metrics filter with two groups.
     3. The trialSpec (an unstructured object to the spec) after Katib substitutes example
        values, against its own CRD with ``validate_crd``.
+    4. An ``earlyStopping``: an algorithm of katib-config's ``earlyStoppings`` (the webhook's
+       ``validateEarlyStopping``), whose settings medianstop's own check accepts.
     """
     spec = json.loads(_upstream(upstream.module_file, *KATIB_OPENAPI).read_text())
     root = _strict({"$ref": "#/components/schemas/v1beta1.Experiment", **spec})
     validator = jsonschema.Draft7Validator(root)
+    config = yaml.safe_load(_katib_file(KATIB_CONFIG).read_text())
+    early_stoppings = {item["algorithmName"] for item in config["runtime"]["earlyStoppings"]}
+    medianstop_check = _medianstop_check()
 
     def validate(experiment: dict) -> dict:
         validator.validate(experiment)
         _katib_webhook_rules(experiment)
+        stopping = experiment["spec"].get("earlyStopping")
+        if stopping is not None:
+            assert stopping["algorithmName"] in early_stoppings, stopping["algorithmName"]
+            settings = stopping.get("algorithmSettings", [])
+            ok, message = medianstop_check([types.SimpleNamespace(**item) for item in settings])
+            assert ok, message
         job = _substituted_trial(experiment)
         validate_crd(job)
         return job
 
     return validate
+
+
+def _medianstop_check():
+    """``MedianStopService.validate_medianstop_setting`` from the pinned module's source.
+
+    The service module imports grpc and Katib's generated API, so only this function (a
+    static method that uses neither) is compiled from it.
+    """
+    tree = ast.parse(_katib_file(MEDIANSTOP_SERVICE).read_text())
+    function = next(
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name == "validate_medianstop_setting"
+    )
+    function.decorator_list = []
+    namespace: dict = {}
+    exec(compile(ast.Module([function], []), MEDIANSTOP_SERVICE, "exec"), namespace)
+    return namespace["validate_medianstop_setting"]
 
 
 def _katib_webhook_rules(experiment: dict) -> None:

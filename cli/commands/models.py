@@ -127,7 +127,8 @@ def list_versions(args: argparse.Namespace) -> int:
 
 
 def show_version(args: argparse.Namespace) -> int:
-    """Print one version's URI, properties and whether it is served."""
+    """Print one version's URI, source run, properties and whether it is served."""
+    from components.runtime.model_versions import source_text
     from components.runtime.registry import Registry
 
     serving = serving_from(args)
@@ -139,6 +140,8 @@ def show_version(args: argparse.Namespace) -> int:
     print(f"version     {version.name} (id {version.id})")
     print(f"registered  {version.created:%Y-%m-%d %H:%M:%S} UTC")
     print(f"uri         {version.uri}")
+    if version.source:
+        print(f"source      {source_text(version.source)}")
     print(f"served      {'yes' if served and version.id == served.version_id else 'no'}")
     for name, value in sorted(version.properties.items()):
         print(f"{name:<11} {value}")

@@ -16,9 +16,10 @@ SUMMARY = "upload a pipeline version and start a run on Kubeflow"
 DESCRIPTION = """\
 Compile a pipeline in the variant the server runs (or take --package), upload it to
 Kubeflow Pipelines as a new version of its pipeline (created on first upload), start a
-run in --experiment with the --param values, and print the run's URL. With --wait, follow
-the run to its end and exit non-zero unless it succeeds. With --dry-run, check all of
-it (values, package, parameters) and print what would be done, contacting nothing.
+run in --experiment with every parameter's value (--param over the defaults), and print
+the run's URL. With --wait, follow the run to its end and exit non-zero unless it
+succeeds. With --dry-run, check all of it (values, package, parameters) and print what
+would be done, contacting nothing.
 """
 EPILOG = """\
 examples:
@@ -65,7 +66,7 @@ def submit_command(args: argparse.Namespace) -> int:
         run = uploaded.client.run_pipeline(
             experiment_id=uploaded.experiment_id,
             job_name=args.run_name or f"{uploaded.name} {timestamp()}",
-            params=uploaded.params,
+            params=uploaded.every_value,  # so the run's details and Compare show them all
             pipeline_id=uploaded.pipeline_id,
             version_id=uploaded.version_id,
             enable_caching=False if args.no_cache else None,

@@ -218,6 +218,8 @@ def run_local(sweep: Sweep, job: TrainingJob, data: DataSlice, args: argparse.Na
         job = local_job(job, args.cpu_fallback, warn=print_warning)
     except ValueError as exc:  # an algorithm Katib must run, GPUs that are not here
         raise UsageError(str(exc)) from None
+    if sweep.median_stop:
+        raise UsageError("--median-stop is Katib's early stopping: for --render and --apply")
     if args.resume and sweep.algorithm == "random" and sweep.seed is None:
         raise UsageError("--resume with --algorithm random needs the earlier sweep's --seed")
     out_dir = args.out_dir or Path("build/sweeps") / args.name

@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.runtime.registry import Registry, RegistryError, Version, version_properties
+from components.runtime.registry import (
+    SOURCE_FIELDS,
+    Registry,
+    RegistryError,
+    Version,
+    run_source,
+    version_properties,
+)
 from components.runtime.registry_credentials import Credentials
 from components.specs.kinds import INFERENCESERVICE
 from components.specs.params import Serving
@@ -24,30 +31,41 @@ def registry_of(serving: Serving) -> Registry:
 
 
 def register_run_model(
-    serving: Serving, model_dir: str, metrics: dict, target: str, run_id: str
+    serving: Serving, model_dir: str, metrics: dict, target: str, run_id: str, run_name: str
 ) -> Version:
     """Register the run's model as version ``run_id`` of ``serving.model_name``.
 
     On a cluster the model is published to the model volume first and the version's URI is
-    its ``STORAGE_URI`` there; locally the URI is the model directory.
+    its ``STORAGE_URI`` there, and the version names its run (id, name, this pod's
+    namespace) for the registry UI; locally the URI is the model directory, and there is
+    no run in any KFP server to name.
     The registry is asked first, so a registry that does not answer changes nothing.
     """
     registry = registry_of(serving)
     model_info = json.loads((Path(model_dir) / CARD_FILE).read_text())
     properties = version_properties(metrics, model_info, run_id)
     if target == "cluster":
+        from components.runtime.kube import current_namespace
         from components.runtime.volumes import publish_model
 
+        source = run_source(run_id, run_name, current_namespace())
         uri = pvc_uri(serving.model_pvc, publish_model(model_dir, serving.model_name, run_id))
     else:
-        uri = str(Path(model_dir).resolve())
-    version = registry.register(serving.model_name, run_id, uri, model_info, properties)
+        source, uri = {}, str(Path(model_dir).resolve())
+    version = registry.register(serving.model_name, run_id, uri, model_info, properties, source)
     print(
         f"registered {serving.model_name} version {version.name} (id {version.id}) in "
-        f"{registry.address}: {uri}, accuracy {properties.get('accuracy', float('nan')):.4f}",
+        f"{registry.address}: {uri}, accuracy {properties.get('accuracy', float('nan')):.4f}"
+        + (f", from {source_text(version.source)}" if version.source else ""),
         flush=True,
     )
     return version
+
+
+def source_text(source: dict) -> str:
+    """A Version's ``source`` as ``kfp pipelinerun <namespace>/<run name> (<run id>)``."""
+    kind, kind_class, group, name, run = (source.get(field, "?") for field in SOURCE_FIELDS)
+    return f"{kind} {kind_class} {group}/{name} ({run})"
 
 
 def deploy_registered(

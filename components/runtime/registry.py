@@ -4,6 +4,9 @@ A model is a RegisteredModel (the ``model_name`` parameter); each run that passe
 adds a ModelVersion named after the run, whose ModelArtifact holds the model's storage URI
 (``pvc://<model_pvc>/<model_name>/<run>`` on a cluster, the model directory locally) and
 whose custom properties hold the test metrics, the training recipe and the run id.
+On a cluster the artifact also names its pipeline run in the ``model_source_*`` fields of
+the KFP <-> Model Registry proposal (kubeflow/pipelines
+``proposals/12020-model-registry-integration/README.md``), which the registry UI links to.
 
 Through the ``model-registry`` client (0.3.8 to 0.3.11: the ``v1alpha3`` REST API of Model
 Registry v0.2 and v0.3 servers). What is served is recorded the way Kubeflow's Model
@@ -40,6 +43,8 @@ MODEL_VERSION_LABEL = LABEL_PREFIX + "model-version-id"
 INFERENCE_SERVICE_LABEL = LABEL_PREFIX + "inference-service-id"
 URL_ANNOTATION = LABEL_PREFIX + "url"
 AUTHOR = "fmnist-pipeline"
+# The proposal's fields naming where a version comes from (model-registry's ModelArtifact).
+SOURCE_FIELDS = tuple(f"model_source_{part}" for part in ("kind", "class", "group", "name", "id"))
 # model.json's training config: the recipe recorded with each version.
 RECIPE_KEYS = (
     "epochs",
@@ -71,6 +76,7 @@ class Version:
     uri: str
     created: datetime
     properties: dict
+    source: dict  # the artifact's SOURCE_FIELDS that are set
 
     @property
     def accuracy(self) -> float | None:
@@ -92,6 +98,17 @@ def version_properties(metrics: dict, model_info: dict, run_id: str) -> dict:
         properties["world_size"] = int(training["world_size"])
     properties["kfp_run_id"] = run_id
     return properties
+
+
+def run_source(run_id: str, run_name: str, namespace: str) -> dict:
+    """The ``model_source_*`` arguments that name a KFP pipeline run, as the proposal does."""
+    return {
+        "model_source_kind": "kfp",
+        "model_source_class": "pipelinerun",
+        "model_source_group": namespace,
+        "model_source_name": run_name,
+        "model_source_id": run_id,
+    }
 
 
 def format_version(model_info: dict) -> str:
@@ -141,16 +158,24 @@ class Registry:
         return self._run(lambda: self.client.async_runner(coroutine), what)
 
     def register(
-        self, model_name: str, version_name: str, uri: str, model_info: dict, properties: dict
+        self,
+        model_name: str,
+        version_name: str,
+        uri: str,
+        model_info: dict,
+        properties: dict,
+        source: dict,
     ) -> Version:
         """Register ``uri`` as version ``version_name`` of ``model_name``; return it.
+
+        ``source``: the artifact's ``model_source_*`` fields (``run_source``), or none.
 
         A version of that name that already holds ``uri`` (a retried step) is returned as is;
         one with no artifact yet (a step that failed between the two writes) gets it now.
         """
         existing = self.find(model_name, version_name)
         if existing is not None and not existing.uri:
-            self._write_artifact(model_name, existing, uri, model_info)
+            self._write_artifact(model_name, existing, uri, model_info, source)
             return self.version(model_name, version_name)
         if existing is not None:
             if existing.uri != uri:
@@ -168,12 +193,15 @@ class Registry:
                 model_format_version=format_version(model_info),
                 version_description=f"trained by pipeline run {properties.get('kfp_run_id')}",
                 metadata=properties,
+                **source,
             ),
             f"registering {model_name} {version_name}",
         )
         return self.version(model_name, version_name)
 
-    def _write_artifact(self, model_name: str, version: Version, uri: str, model_info: dict):
+    def _write_artifact(
+        self, model_name: str, version: Version, uri: str, model_info: dict, source: dict
+    ):
         """Give ``version`` its ModelArtifact, as ``register_model`` does after the version.
 
         model-registry 0.3.8 to 0.3.11 ``_client.py``: ``register_model`` creates the version,
@@ -186,6 +214,7 @@ class Registry:
             uri=uri,
             model_format_name=MODEL_FORMAT,
             model_format_version=format_version(model_info),
+            **source,
         )
         self._run_async(
             self.client._api.upsert_model_version_artifact(artifact, version.id),
@@ -215,6 +244,11 @@ class Registry:
             uri=artifact.uri if artifact else "",
             created=_created(version.create_time_since_epoch),
             properties=dict(version.custom_properties or {}),
+            source={
+                field: getattr(artifact, field)
+                for field in SOURCE_FIELDS
+                if artifact and getattr(artifact, field)
+            },
         )
 
     def version(self, model_name: str, version_name: str) -> Version:

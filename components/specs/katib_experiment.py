@@ -15,7 +15,7 @@ from __future__ import annotations
 from components.specs.kinds import EXPERIMENT, JobKind
 from components.specs.params import TrainingJob
 from components.specs.pods import TrainerFlags
-from components.specs.sweep import TRIAL_PARAMETER_NAMES, Sweep, is_integer
+from components.specs.sweep import MEDIAN_STOP, TRIAL_PARAMETER_NAMES, Sweep, is_integer
 from trainer.metrics import KATIB_METRICS_FILTER
 
 TRIAL_NAME_PARAMETER = "trialName"  # ${trialSpec.Name}: keeps each trial's files apart
@@ -110,6 +110,20 @@ def algorithm(sweep: Sweep) -> dict:
     return spec
 
 
+def early_stopping(sweep: Sweep) -> dict:
+    """``spec.earlyStopping``: medianstop with both of its settings written out."""
+    settings = {
+        "min_trials_required": sweep.median_stop_trials,
+        "start_step": sweep.median_stop_epochs,
+    }
+    return {
+        "algorithmName": MEDIAN_STOP,
+        "algorithmSettings": [
+            {"name": name, "value": str(value)} for name, value in settings.items()
+        ],
+    }
+
+
 def trial_template(sweep: Sweep, kind: JobKind, trial_job: dict) -> dict:
     """``spec.trialTemplate`` for a trial job of ``kind``.
 
@@ -130,6 +144,7 @@ def trial_template(sweep: Sweep, kind: JobKind, trial_job: dict) -> dict:
 def experiment(*, name: str, namespace: str | None, sweep: Sweep, template: dict) -> dict:
     """A Katib Experiment running ``template`` (from ``trial_template``) per trial."""
     metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    stopping = {"earlyStopping": early_stopping(sweep)} if sweep.median_stop else {}
     return {
         "apiVersion": EXPERIMENT.api_version,
         "kind": EXPERIMENT.kind,
@@ -137,6 +152,7 @@ def experiment(*, name: str, namespace: str | None, sweep: Sweep, template: dict
         "spec": {
             "objective": objective(sweep),
             "algorithm": algorithm(sweep),
+            **stopping,
             "parallelTrialCount": sweep.parallel_trials,
             "maxTrialCount": sweep.max_trials,
             "maxFailedTrialCount": sweep.max_failed_trials,

@@ -51,6 +51,9 @@ SEEDED_ALGORITHMS = ("random", "grid", "bayesianoptimization", "tpe", "multivari
 # the axes to validate the Experiment (kubeflow/katib v0.19.0 pkg/suggestion/v1beta1/optuna/
 # base_service.py). A larger grid is a typo in a step (lr_step 1e-7), not a sweep to run.
 MAX_GRID_POINTS = 10_000
+# Katib's early stopping: medianstop, with its defaults (kubeflow/katib v0.19.0
+# pkg/earlystopping/v1beta1/medianstop/service.py, MedianStopService.__init__).
+MEDIAN_STOP = "medianstop"
 DEFAULT_TRIALS = 12  # trials of a non-grid sweep unless told otherwise
 # Trial parameter names (${trialParameters.<name>}) that differ from the Katib parameter's.
 _RENAMED_TRIAL_PARAMETERS = {"lr": "learningRate"}
@@ -79,6 +82,15 @@ class Sweep(ParameterSet):
     )
     goal: Optional[float] = param(None, "stop once a trial's accuracy reaches this")
     seed: Optional[int] = param(None, "the algorithm's random_state, for repeatable sweeps")
+    median_stop: bool = param(
+        False, "Katib medianstop: stop a trial whose accuracy is below the finished ones' median"
+    )
+    median_stop_trials: int = param(
+        3, "medianstop: trials that must succeed before any is stopped (min_trials_required)"
+    )
+    median_stop_epochs: int = param(
+        4, "medianstop: epochs a trial reports before it can be stopped (start_step)"
+    )
     sweep_timeout_seconds: int = param(6 * 3600, "stop (and delete the Experiment) after this")
 
     def __post_init__(self):
@@ -108,6 +120,7 @@ class Sweep(ParameterSet):
         seedable = f"unset with algorithm {self.algorithm} (it takes no random_state)"
         yield self.seed is None or self.algorithm in SEEDED_ALGORITHMS, "seed", seedable
         yield self.sweep_timeout_seconds >= 1, "sweep_timeout_seconds", "an integer >= 1"
+        yield from self._median_stop_checks()
         if self.algorithm == "grid":
             for name in self.parameter_names:
                 step = f"{name}_step"
@@ -118,6 +131,17 @@ class Sweep(ParameterSet):
             steps = "/".join(f"{name}_step" for name in SEARCHABLE)
             yield size <= MAX_GRID_POINTS, steps, bounded
             yield self.max_trials <= size, "max_trials", f"<= the grid's {size} points for grid"
+
+    def _median_stop_checks(self):
+        """Katib's own bounds (>= 1), and, when on, settings under which a trial can stop."""
+        yield self.median_stop_trials >= 1, "median_stop_trials", "an integer >= 1"
+        yield self.median_stop_epochs >= 1, "median_stop_epochs", "an integer >= 1"
+        if self.median_stop:
+            fewer = f"< max_trials ({self.max_trials}), or no trial is left to stop"
+            yield self.median_stop_trials < self.max_trials, "median_stop_trials", fewer
+            # One accuracy line per epoch: a trial is compared only after this many.
+            fewer = f"< epochs_max ({self.epochs_max}), or no trial can stop before its end"
+            yield self.median_stop_epochs < self.epochs_max, "median_stop_epochs", fewer
 
     def _default_trials(self) -> int:
         """Every grid point for grid (when its bounds make a grid), else DEFAULT_TRIALS."""

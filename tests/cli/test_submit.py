@@ -15,6 +15,8 @@ import yaml
 
 from cli.commands import submit
 from cli.main import main
+from components.specs.params import Serving, TrainingJob
+from components.specs.sweep import Sweep
 
 
 @pytest.fixture
@@ -31,6 +33,12 @@ def uploaded_spec(server) -> tuple[dict, dict]:
     (upload,) = posts(server, "/pipelines/upload")
     spec, platform = yaml.safe_load_all(upload[3]["uploadfile"])
     return spec, platform["platforms"]["kubernetes"]
+
+
+def declared(package) -> dict:
+    """The pipeline parameters a compiled package declares."""
+    spec = next(yaml.safe_load_all(package.read_text()))  # then the platform spec
+    return spec["root"]["inputDefinitions"]["parameters"]
 
 
 def test_first_submit_uploads_the_pipeline_and_starts_a_run(kfp_server, package, capsys):
@@ -67,8 +75,15 @@ def test_first_submit_uploads_the_pipeline_and_starts_a_run(kfp_server, package,
             "pipeline_id": pipeline["pipeline_id"],
             "pipeline_version_id": version["pipeline_version_id"],
         },
-        "runtime_config": {"parameters": {"epochs": 3, "lr": 0.02, "target": "cluster"}},
+        "runtime_config": {"parameters": run[3]["runtime_config"]["parameters"]},
     }
+    sent = run[3]["runtime_config"]["parameters"]
+    assert set(sent) == set(declared(package))  # every one, so the run's details show them
+    assert (sent["epochs"], sent["lr"], sent["target"]) == (3, 0.02, "cluster")
+    assert (sent["batch_size"], sent["min_accuracy"]) == (
+        TrainingJob().batch_size,
+        Serving().min_accuracy,
+    )
     run_id = kfp_server.state["runs"][0]["run_id"]
     assert f"{kfp_server.url}/#/runs/details/{run_id}" in capsys.readouterr().out
 
@@ -86,7 +101,8 @@ def test_next_submit_adds_a_version_and_reuses_the_experiment(kfp_server, packag
         second["pipeline_version_reference"]["pipeline_version_id"]
         == (kfp_server.state["versions"][-1]["pipeline_version_id"])
     )
-    assert second["runtime_config"] == {"parameters": {}}
+    defaults = {name: value["defaultValue"] for name, value in declared(package).items()}
+    assert second["runtime_config"] == {"parameters": defaults}
 
 
 def test_namespace_and_token_reach_the_server(kfp_server, package):
@@ -117,10 +133,28 @@ def test_submit_compiles_the_named_pipeline(kfp_server):
     spec, _ = uploaded_spec(kfp_server)
     assert spec["pipelineInfo"]["name"] == "fashion-mnist-tune"
     (run,) = posts(kfp_server, "/runs")
-    assert run[3]["runtime_config"]["parameters"] == {
-        "algorithm": "grid",
-        "lr_step": 0.02,
-        "max_trials": 4,
+    sent = run[3]["runtime_config"]["parameters"]
+    assert (sent["algorithm"], sent["lr_step"], sent["max_trials"]) == ("grid", 0.02, 4)
+    assert (sent["epochs_max"], sent["median_stop"]) == (Sweep().epochs_max, False)
+    # Declared optional with no default: KFP's driver refuses null, so they stay unsent
+    # (docs/runs.md names them).
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    optional = {name for name, value in parameters.items() if "defaultValue" not in value}
+    assert optional == {
+        "epochs_step",
+        "goal",
+        "lr_step",
+        "max_failed_trials",
+        "max_trials",
+        "momentum_max",
+        "momentum_min",
+        "momentum_step",
+        "parallel_trials",
+        "seed",
+    }
+    assert set(sent) == set(parameters) - optional | {
+        "lr_step",
+        "max_trials",
     }
 
 

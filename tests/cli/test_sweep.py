@@ -80,6 +80,20 @@ def test_render_with_trainjob_trials(capsys, validate_katib_experiment):
     assert "--lr=${trialParameters.learningRate}" in trial_args(experiment)
 
 
+def test_render_with_median_stop(capsys, validate_katib_experiment):
+    argv = ["sweep", "--render", *GRID, "--median-stop", "true", "--median-stop-epochs", "1"]
+    assert main(argv) == 0
+    experiment = yaml.safe_load(capsys.readouterr().out)
+    validate_katib_experiment(experiment)
+    assert experiment["spec"]["earlyStopping"] == {
+        "algorithmName": "medianstop",
+        "algorithmSettings": [
+            {"name": "min_trials_required", "value": "3"},
+            {"name": "start_step", "value": "1"},
+        ],
+    }
+
+
 def trial_args(experiment: dict) -> list[str]:
     spec = experiment["spec"]["trialTemplate"]["trialSpec"]["spec"]
     if "trainer" in spec:
@@ -111,6 +125,10 @@ def test_render_experiment_is_the_same_builder(capsys, validate_katib_experiment
         (["--render", "--workers", "0"], "--workers must be an integer >= 1"),
         (["--render", "--name", "Sweep_1"], "--name must be a lowercase DNS label"),
         (["--local", "--algorithm", "tpe"], "a local sweep runs grid or random; tpe needs Katib"),
+        (
+            ["--render", *GRID, "--median-stop", "true"],
+            "--median-stop-epochs must be < epochs_max (2), or no trial can stop before its end",
+        ),
     ],
 )
 def test_bad_flags_are_usage_errors(capsys, argv, message):
@@ -446,6 +464,10 @@ def test_a_diverged_trial_fails_with_its_reason_and_is_not_the_best(packed_small
             "--resume with --algorithm random needs the earlier sweep's --seed",
         ),
         (["--out-dir", "{file}"], "--out-dir {file} is a file, not a directory"),
+        (
+            ["--median-stop", "true", "--median-stop-epochs", "1"],
+            "--median-stop is Katib's early stopping: for --render and --apply",
+        ),
     ],
 )
 def test_local_flags_that_cannot_run_here_stop_before_anything_runs(

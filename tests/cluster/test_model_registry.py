@@ -55,7 +55,7 @@ from test_real_serving import STORE, known_images, local_probabilities  # noqa: 
 
 from components.runtime import volumes
 from components.runtime.ports import free_port
-from components.runtime.registry import MODEL_VERSION_LABEL, Registry
+from components.runtime.registry import MODEL_VERSION_LABEL, SOURCE_FIELDS, Registry
 from components.specs import pods
 from components.specs.params import Serving
 from components.steps.deploy import deploy
@@ -176,11 +176,20 @@ def test_models_deploy_rolls_the_predictor_back_to_the_first_version(
         metrics.metadata.update(json.loads((model_dir / "model.json").read_text())["metrics"])
         artifact = dsl.Model(uri=str(model_dir))
         step = {"serving": serving.to_dict(), "target": "cluster", "run_id": runs[run]}
-        register_model.python_func(model=artifact, metrics=metrics, **step)
+        register_model.python_func(
+            model=artifact, metrics=metrics, run_name=f"nightly-{run}", **step
+        )
         dataset = dsl.Dataset(uri=str(packed_small))
         deploy.python_func(model=artifact, dataset=dataset, **step)
     registry = Registry(registry_address)
     first = registry.version(MODEL_NAME, runs["run-a"])
+    source = {field: first.source.get(field) for field in SOURCE_FIELDS if "group" not in field}
+    assert source == {  # the group is the namespace of the kubeconfig's context here
+        "model_source_kind": "kfp",
+        "model_source_class": "pipelinerun",
+        "model_source_name": "nightly-run-a",
+        "model_source_id": runs["run-a"],
+    }
 
     rollback = fmnist(
         "models", "deploy", runs["run-a"], "--model-registry", registry_address,

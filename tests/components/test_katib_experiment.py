@@ -186,6 +186,46 @@ def test_variants_are_valid(validate_katib_experiment, sweep, algorithm, paramet
     assert f"--lr={sweep.lr_min}" in args["args"]
 
 
+def test_median_stop_is_off_by_default_and_katibs_medianstop_when_on(
+    validate_katib_experiment, katib_file
+):
+    """Read in kubeflow/katib v0.19.0 (the pinned module): medianstop's settings, their
+    defaults (3 and 4) and checks (``pkg/earlystopping/v1beta1/medianstop/service.py``), the
+    webhook's ``validateEarlyStopping`` (``pkg/webhook/v1beta1/experiment/validator/
+    validator.go``: an algorithm of katib-config's ``earlyStoppings``,
+    ``manifests/v1beta1/installs/katib-standalone/katib-config.yaml``) and the
+    ``v1beta1.EarlyStoppingSpec`` schema (``api/openapi-spec/swagger.json``). Each start_step
+    is one metric line, and the trainer prints one per epoch (``cmd/metricscollector/
+    v1beta1/file-metricscollector/main.go``, ``watchMetricsFile``)."""
+    assert "earlyStopping" not in build(Sweep())["spec"]
+    service = katib_file("pkg/earlystopping/v1beta1/medianstop/service.py").read_text()
+    defaults = dict(re.findall(r"self\.(min_trials_required|start_step) = (\d+)", service))
+    assert defaults == {
+        "min_trials_required": str(Sweep().median_stop_trials),
+        "start_step": str(Sweep().median_stop_epochs),
+    }
+    experiment = build(Sweep(median_stop=True, median_stop_trials=2, median_stop_epochs=3))
+    validate_katib_experiment(experiment)
+    assert experiment["spec"]["earlyStopping"] == {
+        "algorithmName": "medianstop",
+        "algorithmSettings": [
+            {"name": "min_trials_required", "value": "2"},
+            {"name": "start_step", "value": "3"},
+        ],
+    }
+
+
+def test_the_schema_check_sees_early_stopping_katib_would_refuse(validate_katib_experiment):
+    experiment = build(Sweep(median_stop=True))
+    stopping = experiment["spec"]["earlyStopping"]
+    stopping["algorithmSettings"][1]["value"] = "0"  # medianstop wants start_step >= 1
+    with pytest.raises(AssertionError, match="start_step must be greater or equal than one"):
+        validate_katib_experiment(experiment)
+    stopping["algorithmName"] = "hyperband"  # a suggestion, not an early stopping algorithm
+    with pytest.raises(AssertionError, match="hyperband"):
+        validate_katib_experiment(experiment)
+
+
 def test_trial_args_carry_placeholders_in_every_replica():
     sweep = Sweep(momentum_min=0.8, momentum_max=0.95)
     job = build(sweep, workers=3)["spec"]["trialTemplate"]["trialSpec"]

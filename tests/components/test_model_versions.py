@@ -13,7 +13,13 @@ Upstream behaviour relied on, read in kubeflow/model-registry v0.3.8:
 - ``pkg/inferenceservice-controller/controller.go``: with the inference-service-id label the
   controller only reads the record (``GetInferenceService``); with only the model ids it
   creates one from ``spec.predictor.model``, which our custom predictor does not have;
-- ``manifests/kustomize/options/controller/overlays/base/params.env``: the label names.
+- ``manifests/kustomize/options/controller/overlays/base/params.env``: the label names;
+- ``api/openapi/model-registry.yaml`` (v0.2.19, v0.3.4, v0.3.8) and the client's
+  ``register_model`` (0.3.8, 0.3.11): a ModelArtifact's ``modelSource{Kind,Class,Group,Id,Name}``,
+  which kubeflow/pipelines ``proposals/12020-model-registry-integration/README.md`` sets to
+  ``kfp``, ``pipelinerun``, the run's namespace, id and name. The server answers them back in
+  its JSON of sorted keys; the tapes of cluster registrations carry them, written by hand in
+  that shape (recorded before the fields were sent).
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ def register(tape: Tape, path: Path, run_id: str, target: str = "local", accurac
         serving=serving(tape).to_dict(),
         target=target,
         run_id=run_id,
+        run_name=f"nightly-{run_id}",
     )
 
 
@@ -119,6 +126,7 @@ def test_two_registered_versions_are_listed_and_shown(tape, tmp_path, capsys):
     shown = dict(line.split(None, 1) for line in out.splitlines())
     assert shown["uri"] == str(tmp_path / "one")
     assert shown["served"] == "no"
+    assert "source" not in shown  # a local run: no run in a KFP server to link to
     assert {key: shown[key] for key in ("lr", "epochs", "world_size", "kfp_run_id")} == {
         "lr": "0.002",
         "epochs": "10",
@@ -223,6 +231,12 @@ def test_deploy_serves_the_registered_version_and_models_deploy_rolls_back(
     assert out.splitlines()[-1] == (
         f"* served by InferenceService {NAMESPACE}/{name} at {ISVC_URL}"  # the record's url
     )
+    code, out, _ = fmnist(
+        capsys, "models", "show", "run-2", "--model-registry", tape.address, "--model-name", name
+    )
+    shown = dict(line.split(None, 1) for line in out.splitlines())
+    assert (code, shown["served"]) == (0, "no")
+    assert shown["source"] == f"kfp pipelinerun {NAMESPACE}/nightly-run-2 (run-2)"
 
 
 def test_a_registry_that_does_not_answer_fails_in_one_line_and_publishes_nothing(
@@ -242,6 +256,7 @@ def test_a_registry_that_does_not_answer_fails_in_one_line_and_publishes_nothing
             serving=Serving(model_registry=down).to_dict(),
             target="cluster",
             run_id="run-1",
+            run_name="nightly-run-1",
         )
     assert str(error.value).startswith(f"the model registry at {down} does not answer: ")
     assert "\n" not in str(error.value)

@@ -41,6 +41,16 @@ def test_defaults_are_valid_and_search_lr_and_epochs():
         ({"sweep_timeout_seconds": 0}, "sweep_timeout_seconds must be an integer >= 1"),
         ({"goal": 1.5}, "goal must be an accuracy in"),
         ({"seed": -1}, "seed must be an integer >= 0"),
+        ({"median_stop_trials": 0}, "median_stop_trials must be an integer >= 1, got 0"),
+        ({"median_stop_epochs": 0}, "median_stop_epochs must be an integer >= 1, got 0"),
+        (
+            {"median_stop": True, "max_trials": 3},
+            r"median_stop_trials must be < max_trials \(3\), or no trial is left to stop, got 3",
+        ),
+        (
+            {"median_stop": True, "epochs_max": 4},
+            r"median_stop_epochs must be < epochs_max \(4\), or no trial can stop",
+        ),
         ({"algorithm": "grid"}, "lr_step must be set for the grid algorithm"),
         (
             {"algorithm": "grid", "lr_step": 0.05, "momentum_min": 0.5, "momentum_max": 0.9},
@@ -109,6 +119,10 @@ def test_ranking_keeps_succeeded_trials_best_first_and_first_on_ties():
     assert [trial.name for trial in rank_trials(trials)] == ["c", "a", "d"]
 
 
+def test_median_stop_settings_are_checked_against_the_sweep_only_when_on():
+    assert Sweep(max_trials=3, epochs_max=4).median_stop is False  # accepted: it is off
+
+
 @pytest.mark.parametrize(
     ("kwargs", "trials", "parallel", "failed"),
     [
@@ -158,6 +172,9 @@ SWEEP_VARIANTS = {
     "max_failed_trials": ({}, 1),
     "goal": ({}, 0.9),
     "seed": ({}, 3),
+    "median_stop": ({}, True),
+    "median_stop_trials": ({"median_stop": True}, 2),
+    "median_stop_epochs": ({"median_stop": True}, 2),
 }
 # Fields the tune step itself consumes, and where.
 SWEEP_STEP_FIELDS = {"sweep_timeout_seconds": "components/runtime/katib.py tune waits this long"}

@@ -97,6 +97,9 @@ def test_the_model_is_registered_only_with_a_registry(ir):
         "componentInputArtifact": "pipelinechannel--evaluate-metrics"  # evaluate's, via the gate
     }
     assert register["inputs"]["parameters"]["run_id"] == RUN_ID
+    assert register["inputs"]["parameters"]["run_name"] == {
+        "runtimeValue": {"constant": "{{$.pipeline_job_name}}"}  # the run's display name
+    }
 
 
 def deploy_tasks(spec: dict) -> list[dict]:
