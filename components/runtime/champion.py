@@ -11,7 +11,8 @@ credentials; the only network call is one read of the API server, with its timeo
 The service and the volume's files may have been written by anyone with edit rights in
 the namespace, so a URI on another volume or scheme, a path that leaves the volume, a
 link, a file over its size limit, or a model of other classes is not evaluated: the
-champion is then unreadable, and the gate keeps it serving.
+champion is then unreadable, and the gate keeps it serving. An API server that refuses the
+read (after the client's retries) fails the step in one line: what serves is unknown.
 
 Locally nothing stays serving: each run's deploy step stops its predictor after checking
 it, and ``fmnist serve`` serves the newest run, passed or not. A local run has no
@@ -41,6 +42,10 @@ class Unreadable(ValueError):
     """The champion cannot be evaluated; the message says why, in one line."""
 
 
+class ChampionUnknown(RuntimeError):
+    """Whether a model serves cannot be told (the API refuses or fails); one line."""
+
+
 def find_champion(
     serving: Serving,
     target: str,
@@ -52,13 +57,22 @@ def find_champion(
     """What serves ``serving.model_name`` now, evaluated on the test split of ``dataset_dir``."""
     if target == "local":
         return Champion(note=LOCAL_NOTE)
+    from kubernetes.client.exceptions import ApiException
+
     from components.runtime.kserve import storage_uri_of
     from components.runtime.kube import KubeClient, current_namespace
+    from components.runtime.waiting import short_reason
 
     kube = kube or KubeClient.connect()
     namespace = namespace or current_namespace()
     name = serving.model_name
-    isvc = kube.get(INFERENCESERVICE, namespace, name)
+    try:
+        isvc = kube.get(INFERENCESERVICE, namespace, name)
+    except ApiException as error:  # without it, which model serves is unknown: stop here
+        raise ChampionUnknown(
+            f"cannot read InferenceService {namespace}/{name} to find the model serving now: "
+            f"{short_reason(error)}"
+        ) from None
     if isvc is None:
         return Champion(note=f"no InferenceService {namespace}/{name}")
     uri = storage_uri_of(isvc)

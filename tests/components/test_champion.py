@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 from kfp import dsl
+from kubernetes.client.exceptions import ApiException
 
 from components.runtime import champion as champion_module
 from components.runtime import kube
-from components.runtime.champion import find_champion
+from components.runtime.champion import ChampionUnknown, find_champion
 from components.runtime.evaluation import evaluate_model_dir
 from components.specs.params import Serving
 from components.steps.evaluate import evaluate
@@ -180,4 +181,15 @@ def test_a_service_without_storage_uri_cannot_be_read(cluster, packed_small):
         f"InferenceService {NAMESPACE}/fashion-mnist",
         None,
         "its predictor names no STORAGE_URI",
+    )
+
+
+def test_an_api_that_refuses_the_read_fails_in_one_line(cluster, packed_small):
+    fake_k8s, _ = cluster
+    fake_k8s.fail("get", "inferenceservices", ApiException(status=403, reason="Forbidden"))
+    with pytest.raises(ChampionUnknown) as error:
+        find_champion(Serving(), "cluster", str(packed_small))
+    assert str(error.value) == (
+        f"cannot read InferenceService {NAMESPACE}/fashion-mnist to find the model serving "
+        "now: 403 Forbidden"
     )
