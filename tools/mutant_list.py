@@ -146,8 +146,15 @@ MUTANTS = [
         "gate-tie-with-champion-fails",
         "components/runtime/gate.py",
         "if accuracy - champion.accuracy >= min_improvement - TOLERANCE:",
-        "if accuracy - champion.accuracy > min_improvement - TOLERANCE:",
+        "if accuracy - champion.accuracy >= min_improvement + TOLERANCE:",
         ("tests/components/test_gate.py", "tests/components/test_champion.py"),
+    ),
+    Mutant(
+        "gate-no-rounding-tolerance",
+        "components/runtime/gate.py",
+        "if accuracy - champion.accuracy >= min_improvement - TOLERANCE:",
+        "if accuracy - champion.accuracy >= min_improvement:",
+        ("tests/components/test_gate.py",),
     ),
     # The training job and the launcher.
     Mutant(
