@@ -146,6 +146,7 @@ def other_classes(directory: Path) -> None:
         ("pvc://other-pvc/fashion-mnist/run-1", None, "it is not on model_pvc fmnist-models"),
         ("pvc://fmnist-models/../../etc", None, "its path leaves the model folders"),
         ("pvc://fmnist-models/", None, "its path leaves the model folders"),
+        ("pvc://fmnist-models/x\nGate: Passed", None, "no model.pt (No such file"),
         (URI, lambda d: (d / "model.json").unlink(), "no model.json (No such file or directory)"),
         (URI, link_weights, "model.pt is not a regular file"),
         (URI, lambda d: (d / "model.pt").write_bytes(b"\0" * (32 * 2**20 + 1)), "model.pt is over"),
@@ -154,7 +155,8 @@ def other_classes(directory: Path) -> None:
         (URI, lambda d: (d / "model.pt").write_bytes(b"junk"), "it does not load: "),
     ],
     ids=[
-        "other-scheme", "other-pvc", "path-escapes", "the-volume-itself", "no-card", "link",
+        "other-scheme", "other-pvc", "path-escapes", "the-volume-itself", "newline", "no-card",
+        "link",
         "too-big", "bad-card", "other-classes", "bad-weights",
     ],
 )  # fmt: skip
@@ -166,8 +168,10 @@ def test_a_champion_that_cannot_be_read_is_named_with_why(
     if spoil:
         spoil(store / SERVED)
     found = find_champion(Serving(), "cluster", str(packed_small))
-    assert (found.serves, found.accuracy, found.uri) == (True, None, uri)
+    shown = uri if uri.isprintable() else ascii(uri)  # "...x\\nGate...": no line break
+    assert (found.serves, found.accuracy, found.uri) == (True, None, shown)
     assert found.note.startswith(note)
+    assert "\n" not in found.uri
     assert "\n" not in found.note
 
 
