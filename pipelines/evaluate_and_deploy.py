@@ -1,4 +1,9 @@
-"""The tail both pipelines share: evaluate -> accuracy gate -> deploy, as one sub-pipeline."""
+"""The tail both pipelines share: evaluate -> gate -> deploy, as one sub-pipeline.
+
+The evaluate step decides (components/runtime/gate.py: the accuracy reaches min_accuracy
+and is at least the serving model's plus min_improvement) and outputs the decision; the
+gate here is only a ``dsl.If`` on it.
+"""
 
 from typing import NamedTuple
 
@@ -39,7 +44,6 @@ def evaluate_and_deploy_task(
         model=trained.outputs["model"],
         dataset=dataset,
         serving=serving.output,
-        min_accuracy=params["min_accuracy"],
         model_pvc=params["model_pvc"],
         model_registry=params["model_registry"],
         model_registry_secret=params["model_registry_secret"],
@@ -117,19 +121,20 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
         model: dsl.Input[dsl.Model],
         dataset: dsl.Input[dsl.Dataset],
         serving: dict,
-        min_accuracy: float,
         model_pvc: str,
         model_registry: str,
         model_registry_secret: str,
         target: str,
     ) -> Published:
-        """Evaluate the model; deploy it if its test accuracy reaches min_accuracy.
+        """Evaluate the model and the serving one; deploy it if the gate passes.
+
+        The gate: the test accuracy reaches min_accuracy and is at least the serving
+        model's plus min_improvement (both in ``serving``).
 
         Args:
             model: The trained model directory.
             dataset: The packed dataset (its test split).
             serving: The checked serving parameters.
-            min_accuracy: The gate.
             model_pvc: The PVC the deploy step publishes models to.
             model_registry: The Model Registry server; empty: no registration.
             model_registry_secret: The Secret holding the registry's token, if it exists.
@@ -137,19 +142,21 @@ def evaluate_and_deploy_pipeline(settings: CompileSettings):
 
         Returns:
             accuracy: The test accuracy.
-            metrics: Test accuracy and loss.
+            metrics: Test accuracy and loss, and the serving model's.
             report: Per-class accuracy and the training curve, in Markdown.
             report_html: The same with charts, as one HTML file.
         """
-        evaluated = settings.step(
-            evaluate(model=model, dataset=dataset, min_accuracy=min_accuracy), DATA_STEP
-        )
-        accuracy = evaluated.outputs["Output"]
-        with dsl.If(accuracy >= min_accuracy, name="accuracy-gate"):
+        evaluated = evaluate(model=model, dataset=dataset, serving=serving, target=target)
+        # Uncached: the serving model, read from model_pvc, changes between runs.
+        on_model_volume(settings.step(evaluated, DATA_STEP), model_pvc)
+        # The decision is evaluate's "Output": kfp.local resolves no other output name in a
+        # condition (kfp 2.x local/orchestrator/enhanced_dag_orchestrator.py,
+        # _resolve_pipeline_channel, reads "<task>-<name>" as a parent's input).
+        with dsl.If(evaluated.outputs["Output"] == True, name="accuracy-gate"):  # noqa: E712
             registry = (model_registry, model_registry_secret)
             release(settings, model, dataset, serving, target, model_pvc, registry, evaluated)
         return Published(
-            accuracy=accuracy,
+            accuracy=evaluated.outputs["accuracy"],
             metrics=evaluated.outputs["metrics"],
             report=evaluated.outputs["report"],
             report_html=evaluated.outputs["report_html"],

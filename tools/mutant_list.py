@@ -131,13 +131,30 @@ MUTANTS = [
         "return self.net(inputs).cpu().numpy()",
         (f"{PREDICTOR}::test_grpc_raw_tensor",),
     ),
-    # The accuracy gate.
+    # The gate (components/runtime/gate.py).
     Mutant(
         "gate-strictly-above",
-        "pipelines/evaluate_and_deploy.py",
-        "with dsl.If(accuracy >= min_accuracy,",
-        "with dsl.If(accuracy > min_accuracy,",
-        ("tests/pipelines/test_gate.py::test_the_gate_deploys_a_model_that_reaches_min_accuracy",),
+        "components/runtime/gate.py",
+        "if not accuracy >= min_accuracy:",
+        "if not accuracy > min_accuracy:",
+        (
+            "tests/pipelines/test_gate.py::test_the_gate_deploys_a_model_that_reaches_min_accuracy",
+            "tests/components/test_gate.py",
+        ),
+    ),
+    Mutant(
+        "gate-tie-with-champion-fails",
+        "components/runtime/gate.py",
+        "if accuracy - champion.accuracy >= min_improvement - TOLERANCE:",
+        "if accuracy - champion.accuracy >= min_improvement + TOLERANCE:",
+        ("tests/components/test_gate.py", "tests/components/test_champion.py"),
+    ),
+    Mutant(
+        "gate-no-rounding-tolerance",
+        "components/runtime/gate.py",
+        "if accuracy - champion.accuracy >= min_improvement - TOLERANCE:",
+        "if accuracy - champion.accuracy >= min_improvement:",
+        ("tests/components/test_gate.py",),
     ),
     # The training job and the launcher.
     Mutant(

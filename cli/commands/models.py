@@ -42,7 +42,7 @@ def register(subparsers) -> None:
         "deploy", help="serve a registered version (roll back to an earlier one)"
     )
     deploy.add_argument("version", metavar="VERSION", help="the version's name (its run id)")
-    add_set_flags(deploy, Serving, "serving", exclude=("min_accuracy",))
+    add_set_flags(deploy, Serving, "serving", exclude=("min_accuracy", "min_improvement"))
     for action in (listing, show):
         action.add_argument(
             "--model-registry",

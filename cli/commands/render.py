@@ -80,7 +80,7 @@ def _isvc_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write the deployment mode as KServe <= 0.15 names it (RawDeployment/Serverless)",
     )
-    add_set_flags(parser, Serving, "serving", exclude=("min_accuracy",))
+    add_set_flags(parser, Serving, "serving", exclude=("min_accuracy", "min_improvement"))
 
 
 def _isvc(args: argparse.Namespace) -> dict:

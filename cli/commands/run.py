@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
             print_failure(output, exc, log_path)
             return 1
     serving = sets[2]
+    # Locally nothing serves between runs, so the gate is min_accuracy alone
+    # (components/runtime/champion.py); the evaluate step says so in its gate line.
     passed = outputs["accuracy"] >= serving.min_accuracy
     report = run_dir / "report.html"
     shutil.copyfile(outputs["report_html"].path, report)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from components.runtime.gate import Champion, Decision
+
 BATCH_SIZE = 1000
 MISTAKES_KEPT = 8  # misclassified test images the report shows, the most confident first
 SOURCE_ROOT = Path(__file__).resolve().parents[2]  # a git checkout when run from one
@@ -51,7 +53,8 @@ class RunFacts:
     commit: str | None  # the source's git commit, when it runs from a checkout
     model_uri: str
     data: dict  # the packed dataset's counts and source
-    min_accuracy: float | None  # the gate; None: not known
+    champion: Champion  # the model serving now, as the step found it
+    decision: Decision  # the gate's
 
 
 def evaluate_model_dir(model_dir: str, dataset_dir: str) -> tuple[Evaluation, dict]:
@@ -104,15 +107,16 @@ def evaluate_model_dir(model_dir: str, dataset_dir: str) -> tuple[Evaluation, di
     return result, card.training
 
 
-def run_facts(model_uri: str, dataset_dir: str, min_accuracy: float | None) -> RunFacts:
-    """The time, the source's commit, the model's place, the data slice and the gate."""
+def run_facts(model_uri: str, dataset_dir: str, champion: Champion, decision: Decision) -> RunFacts:
+    """The time, the commit, the model's place, the data slice, the champion and the gate."""
     manifest = json.loads((Path(dataset_dir) / "manifest.json").read_text())
     return RunFacts(
         evaluated_at=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
         commit=source_commit(),
         model_uri=model_uri,
         data={key: manifest.get(key) for key in ("counts", "complete", "source")},
-        min_accuracy=min_accuracy,
+        champion=champion,
+        decision=decision,
     )
 
 

@@ -1,11 +1,12 @@
 """The evaluation report: Markdown for the KFP UI and a self-contained HTML page with charts.
 
 Both say what was run (time, commit, parameters, data slice, training time, where the
-model is) and the accuracy gate's outcome. The HTML page draws the training curve (test
-accuracy, test loss and train loss per epoch; two epochs at least) and the confusion
-matrix as a heat map with matplotlib, inlined as SVG, and shows the most confident
-mistakes as small inline PNGs: no external script, stylesheet or image, so it opens
-anywhere, KFP's artifact viewer included.
+model is), show the model beside the one serving now (test accuracy and loss on the same
+images, where each is), and give the gate's decision and why. The HTML page draws the
+training curve (test accuracy, test loss and train loss per epoch; two epochs at least)
+and the confusion matrix as a heat map with matplotlib, inlined as SVG, and shows the
+most confident mistakes as small inline PNGs: no external script, stylesheet or image, so
+it opens anywhere, KFP's artifact viewer included.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 import numpy as np
 
 from components.runtime.evaluation import Evaluation, Mistake, RunFacts
+from components.runtime.gate import Champion, Decision
 
 BAR_WIDTH = 20  # blocks of the Markdown curve's longest bar
 REPORTED_PARAMETERS = (  # of the trainer's config in model.json, in this order
@@ -27,23 +29,30 @@ REPORTED_PARAMETERS = (  # of the trainer's config in model.json, in this order
 MISTAKE_SCALE = 3  # a 28x28 image is shown at 84x84 pixels
 
 
-def gate_passed(accuracy: float, min_accuracy: float | None) -> bool:
-    """Whether the deploy step follows (the pipeline's ``accuracy >= min_accuracy``)."""
-    return min_accuracy is None or accuracy >= min_accuracy
-
-
-def gate_sentence(accuracy: float, min_accuracy: float | None) -> str:
-    """The accuracy gate's outcome in words."""
-    if min_accuracy is None:
-        return "No gate was given."
-    if gate_passed(accuracy, min_accuracy):
-        return (
-            f"Passed: {accuracy:.2%} >= {min_accuracy:.2%} (min_accuracy); the deploy step follows."
-        )
+def result_line(result: Evaluation, champion: Champion, decision: Decision) -> str:
+    """The step's one line: both models' results, the gate's decision and why."""
+    serving = ""
+    if champion.accuracy is not None:
+        serving = f"; serving model: accuracy {champion.accuracy:.4f}, loss {champion.loss:.4f}"
     return (
-        f"Not passed: {accuracy:.2%} < {min_accuracy:.2%} (min_accuracy); "
-        "the model is not deployed."
+        f"test accuracy {result.accuracy:.4f}, loss {result.loss:.4f} on "
+        f"{int(result.confusion.sum()):,} images{serving}. Gate: {decision.reason}"
     )
+
+
+def comparison_rows(result: Evaluation, facts: RunFacts) -> list[tuple[str, str, str]]:
+    """(what, this model, the serving model) rows: the two side by side."""
+    champion = facts.champion
+    if champion.accuracy is not None:
+        accuracy, loss = f"{champion.accuracy:.2%}", f"{champion.loss:.4f}"
+    else:
+        accuracy = loss = "not evaluated" if champion.serves else "-"
+    serving = champion.uri if champion.serves else f"nothing serves ({champion.note})"
+    return [
+        ("test accuracy", f"{result.accuracy:.2%}", accuracy),
+        ("test loss", f"{result.loss:.4f}", loss),
+        ("model", facts.model_uri, serving),
+    ]
 
 
 def run_rows(facts: RunFacts, training: dict) -> list[tuple[str, str]]:
@@ -82,7 +91,13 @@ def markdown_report(result: Evaluation, training: dict, facts: RunFacts | None =
         "",
     ]
     if facts is not None:
-        lines += [f"**Gate.** {gate_sentence(result.accuracy, facts.min_accuracy)}", ""]
+        lines += [f"**Gate.** {_literal(facts.decision.reason)}", ""]
+        lines += ["| | this model | serving model |", "|---|---|---|"]
+        lines += [
+            f"| {name} | {_literal(ours)} | {_literal(theirs)} |"
+            for name, ours, theirs in comparison_rows(result, facts)
+        ]
+        lines.append("")
         lines += ["## Run", "", "| | |", "|---|---|"]
         lines += [f"| {name} | {_literal(value)} |" for name, value in run_rows(facts, training)]
         lines.append("")
@@ -153,14 +168,20 @@ def html_report(result: Evaluation, training: dict, facts: RunFacts | None = Non
     )
     run = ""
     if facts is not None:
-        passed = gate_passed(result.accuracy, facts.min_accuracy)
+        passed = facts.decision.deploy
+        side_by_side = "".join(
+            f"<tr><th>{name}</th><td>{html.escape(ours)}</td><td>{html.escape(theirs)}</td></tr>"
+            for name, ours, theirs in comparison_rows(result, facts)
+        )
         facts_rows = "".join(
             f"<tr><th>{name}</th><td>{html.escape(str(value))}</td></tr>"
             for name, value in run_rows(facts, training)
         )
         run = (
             f'<p class="gate {"passed" if passed else "failed"}"><b>Gate.</b> '
-            f"{html.escape(gate_sentence(result.accuracy, facts.min_accuracy))}</p>"
+            f"{html.escape(facts.decision.reason)}</p>"
+            '<table class="facts"><tr><th></th><th>this model</th><th>serving model</th></tr>'
+            f"{side_by_side}</table>"
             f'<h2>Run</h2><table class="facts">{facts_rows}</table>'
         )
     return f"""<!DOCTYPE html>

@@ -2,7 +2,7 @@
 
 - ``DataSlice``: how much of FashionMNIST the pack step keeps.
 - ``TrainingJob``: how the network trains and where: the recipe, the job's size, its queue.
-- ``Serving``: the accuracy gate and the InferenceService.
+- ``Serving``: the gate (accuracy, and against the serving model) and the InferenceService.
 - ``SweepSpace`` (``components.specs.sweep``): the Katib search space and budget.
 
 Each field carries a one-line help text (``field.metadata["help"]``). The pipeline
@@ -270,9 +270,14 @@ class TrainingJob(ParameterSet):
 
 @dataclass(frozen=True)
 class Serving(ParameterSet):
-    """The accuracy gate and the KServe InferenceService that serves a model that passes it."""
+    """The gate and the KServe InferenceService that serves a model that passes it."""
 
     min_accuracy: float = param(0.85, "deploy only if the test accuracy reaches this, in [0, 1]")
+    min_improvement: float = param(
+        0.0,
+        "deploy only if the test accuracy is also at least the serving model's plus this, "
+        "in [0, 1]; 0: not worse",
+    )
     model_name: str = param(MODEL_NAME, "name of the InferenceService and the served model")
     model_pvc: str = param("fmnist-models", "existing PVC the served models are copied to")
     serving_min_replicas: int = param(1, "minimum predictor replicas (0 needs Knative)")
@@ -312,6 +317,8 @@ class Serving(ParameterSet):
 
     def __post_init__(self):
         require_number(self.min_accuracy, "min_accuracy", "in [0, 1]", lambda gate: 0 <= gate <= 1)
+        margin = self.min_improvement
+        require_number(margin, "min_improvement", "in [0, 1]", lambda gap: 0 <= gap <= 1)
         name = (
             f"a lowercase DNS label of at most {MAX_MODEL_NAME} characters, starting with a letter"
         )

@@ -83,6 +83,7 @@ def validate_training(
 def validate_serving(
     target: str,
     min_accuracy: float,
+    min_improvement: float,
     model_name: str,
     model_pvc: str,
     serving_min_replicas: int,
@@ -110,6 +111,7 @@ def validate_serving(
 
     serving = Serving(
         min_accuracy=min_accuracy,
+        min_improvement=min_improvement,
         model_name=model_name,
         model_pvc=model_pvc,
         serving_min_replicas=serving_min_replicas,

@@ -112,7 +112,7 @@ def test_render_inferenceservice(fmnist, validate_crd):
     [
         ("pytorchjob", TrainingJob, Serving, {"job_api", "trainjob_runtime"}),
         ("trainjob", TrainingJob, Serving, {"job_api"}),
-        ("inferenceservice", Serving, TrainingJob, {"min_accuracy"}),  # the gate is the pipeline's
+        ("inferenceservice", Serving, TrainingJob, {"min_accuracy", "min_improvement"}),
     ],
 )
 def test_each_kind_takes_only_the_flags_of_what_shapes_it(capsys, kind, own, other, left_out):

@@ -152,7 +152,7 @@ def test_submit_creates_the_argo_workflow(
     steps = ["validate-training", "validate-serving", "pack-dataset", *launch_steps]
     steps += ["evaluate", "deploy", "register-model", "deploy-2"]  # deploy-2: after registering
     steps += ["validate-sweep"] if "tune" in launch_steps else []
-    cached = {"pack-dataset", "evaluate", "validate-sweep"}  # the rest: caching off
+    cached = {"pack-dataset", "validate-sweep"}  # the rest: caching off (evaluate: the champion)
     for step in steps:
         driver_task, executor_task = tasks[f"{step}-driver"], tasks[step]
         assert driver_task["template"] == "system-container-driver", step
@@ -172,13 +172,13 @@ def test_submit_creates_the_argo_workflow(
             f"{{{{workflow.parameters.kubernetes-comp-{step}}}}}"
         )
     publishers = ["deploy", "register-model", "deploy-2"]  # the steps on the model PVC
-    for step in publishers:
+    for step in [*publishers, "evaluate"]:  # evaluate reads the serving model there
         (mount,) = json.loads(arguments[f"kubernetes-comp-{step}"])["pvcMount"]
         assert mount["mountPath"] == MODEL_STORE
-        model_pvc = {"componentInputParameter": "pipelinechannel--model_pvc"}
-        assert mount["pvcNameParameter"] == model_pvc
+        channel = "model_pvc" if step == "evaluate" else "pipelinechannel--model_pvc"
+        assert mount["pvcNameParameter"] == {"componentInputParameter": channel}
     assert {n for n in arguments if n.startswith("kubernetes-")} == {
-        f"kubernetes-comp-{s}" for s in [*launch_steps, *publishers]
+        f"kubernetes-comp-{s}" for s in [*launch_steps, *publishers, "evaluate"]
     }
 
     pods = wait_for(

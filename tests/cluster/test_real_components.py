@@ -62,7 +62,7 @@ from real_pods import (  # noqa: F401  (real_namespace: this module's ``namespac
 from components.images import Images
 from components.runtime.evaluation import evaluate_model_dir
 from components.specs import pods
-from components.specs.params import TrainingJob
+from components.specs.params import Serving, TrainingJob
 from pipelines.fashion_mnist import fashion_mnist
 from trainer.data import DEBIAN_DIR, pack
 
@@ -254,15 +254,18 @@ def test_pack_and_evaluate_run_as_the_launcher_starts_them(
     arguments = {
         "model": workspace_artifact(Model, model_uri),
         "dataset": workspace_artifact(Dataset, dataset_uri, dataset_out["metadata"]),
-        "min_accuracy": 0.5,
+        "serving": Serving(min_accuracy=0.5).to_dict(),
+        "target": "cluster",  # no InferenceService in the namespace: nothing serves
     }
     evaluate_input = executor_input(pipeline_spec, "evaluate", run, arguments)
     log = run_pod(
         core, namespace, step_pod(pipeline_spec, "evaluate", run, evaluate_input, workspace.pvc)
     )
     out = output_metadata(workspace, "evaluate")
-    accuracy = out["parameterValues"]["Output"]
+    accuracy = out["parameterValues"]["accuracy"]
     assert accuracy == expected.accuracy
+    assert out["parameterValues"]["Output"] is True  # one epoch passes 0.5, and nothing serves
+    assert f"nothing serves yet (no InferenceService {namespace}/fashion-mnist)" in log
     assert f"{{metricName: accuracy, metricValue: {expected.accuracy:.4f}}}" in log
     assert f"on {TEST_LIMIT} images" in log
     (metrics,) = out["artifacts"]["metrics"]["artifacts"]

@@ -15,14 +15,17 @@ import pytest
 from kfp import dsl
 from PIL import Image
 
+from components.runtime.champion import LOCAL_NOTE
 from components.runtime.evaluation import Evaluation, RunFacts, evaluate_model_dir, source_commit
+from components.runtime.gate import Champion, decide
 from components.runtime.report import html_report, markdown_report
-from components.specs.params import ParamError
+from components.specs.params import ParamError, Serving
 from components.steps.evaluate import evaluate
 from components.steps.pack import pack_dataset
 from trainer.data import CLASS_NAMES, load_packed
 
 MIN_ACCURACY = 0.5
+NOTHING_SERVES = (Champion(), decide(0.9, MIN_ACCURACY, 0.0, Champion()))
 
 
 def test_pack_dataset_writes_the_packed_slice(tmp_path, fashion_mnist_dir, capsys):
@@ -37,7 +40,7 @@ def test_pack_dataset_writes_the_packed_slice(tmp_path, fashion_mnist_dir, capsy
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory, trained_model_dir, packed_small):
-    """One evaluate call on the small trained model: (outputs, returned accuracy, stdout)."""
+    """One local evaluate call on the small trained model: (outputs, accuracy, stdout)."""
     out = tmp_path_factory.mktemp("evaluate")
     outputs = {
         "metrics": dsl.Metrics(uri=str(out / "metrics")),
@@ -47,12 +50,14 @@ def evaluated(tmp_path_factory, trained_model_dir, packed_small):
     }
     capture = out / "stdout.txt"
     with capture.open("w") as handle, contextlib.redirect_stdout(handle):
-        accuracy = evaluate.python_func(
+        accuracy, deploy = evaluate.python_func(
             model=dsl.Model(uri=str(trained_model_dir)),
             dataset=dsl.Dataset(uri=str(packed_small)),
-            min_accuracy=MIN_ACCURACY,
+            serving=Serving(min_accuracy=MIN_ACCURACY).to_dict(),
+            target="local",
             **outputs,
         )
+    assert deploy is True
     return outputs, accuracy, capture.read_text()
 
 
@@ -121,7 +126,7 @@ def test_the_markdown_run_rows_keep_underscores_and_pipes_as_written():
     weight_decay=`` in a table cell was emphasis there, shown as "batchsize ... weightdecay"
     (seen in KFP 2.15.0's UI). Each run row's value is escaped, so it reads as written."""
     config = {"batch_size": 128, "weight_decay": 0.0001, "label_smoothing": 0.05}
-    facts = RunFacts("2026-12-03 17:29 UTC", None, "pvc://my_models/m|1", {}, 0.5)
+    facts = RunFacts("2026-12-03 17:29 UTC", None, "pvc://my_models/m|1", {}, *NOTHING_SERVES)
     result = Evaluation(0.9, 0.3, np.eye(10, dtype=int), list(CLASS_NAMES))
     report = markdown_report(result, {"config": config}, facts)
     (parameters,) = [line for line in report.splitlines() if line.startswith("| parameters |")]
@@ -144,13 +149,16 @@ def test_the_markdown_curve_bars_show_the_differences():
     assert "from 83.00% (shortest) to 92.00% (longest)" in report
 
 
-def test_evaluate_says_the_result_and_the_gate_in_words(evaluated):
+def test_evaluate_says_the_result_and_the_gate_in_one_line(evaluated):
     outputs, accuracy, stdout = evaluated
     loss = outputs["metrics"].metadata["loss"]
     assert (
         f"test accuracy {accuracy:.4f}, loss {loss:.4f} on 1,000 images. Gate: Passed: "
-        f"{accuracy:.2%} >= 50.00% (min_accuracy); the deploy step follows." in stdout
+        f"{accuracy:.2%} >= 50.00% (min_accuracy); nothing serves yet ({LOCAL_NOTE}); the "
+        "deploy step follows.\n" in stdout
     )
+    assert stdout.count("Gate: ") == 1
+    assert "champion_accuracy" not in outputs["metrics"].metadata  # none locally
 
 
 def test_the_report_shows_the_run_and_the_gate(evaluated, trained_model_dir):
@@ -162,6 +170,7 @@ def test_the_report_shows_the_run_and_the_gate(evaluated, trained_model_dir):
         if output == "report":  # Markdown: read it the way a renderer shows it
             page = re.sub(r"\\(.)", r"\1", page)
         assert f"Passed: {accuracy:.2%} >= 50.00% (min_accuracy)" in page
+        assert f"nothing serves ({LOCAL_NOTE})" in page  # the serving model's column
         assert str(trained_model_dir) in page
         assert "a slice: 4,000 training and 1,000 test images from " in page
         assert f"2 epoch(s) in {seconds:.1f} s on 1 process(es)" in page
@@ -202,7 +211,8 @@ def test_the_report_shows_the_most_confident_mistakes_as_images(
 def test_a_one_epoch_report_has_no_one_point_chart():
     history = [{"epoch": 1, "accuracy": 0.8, "loss": 0.55, "train_loss": 0.7, "seconds": 3.5}]
     result = Evaluation(0.8, 0.55, np.eye(10, dtype=int) * 5, list(CLASS_NAMES))
-    facts = RunFacts("2026-12-01 10:00 UTC", None, "/m", {"counts": {}}, 0.9)
+    decision = decide(0.8, 0.9, 0.0, Champion())
+    facts = RunFacts("2026-12-01 10:00 UTC", None, "/m", {"counts": {}}, Champion(), decision)
     page = html.unescape(html_report(result, {"history": history, "config": {"epochs": 1}}, facts))
     assert page.count("<svg") == 1  # the confusion matrix only
     assert "One epoch: test accuracy 80.00%, test loss 0.5500, train loss 0.7000." in page
@@ -239,3 +249,42 @@ def test_the_markdown_report_shows_hostile_class_names_as_written():
     assert [row[0] for row in cells] == [name.replace("\n", " ") for name in names]
     assert cells[1][2] == "<script>alert(1)</script> (3)"
     assert not re.search(r"(?<!\\)[<&*]", table)  # no tag, entity or emphasis left unescaped
+
+
+@pytest.mark.parametrize(
+    ("champion", "serving_cells"),
+    [
+        (
+            Champion("pvc://fmnist-models/fm/r|1", 0.91, 0.25),
+            ["91.00%", "0.2500", "pvc://fmnist-models/fm/r|1"],
+        ),
+        (
+            Champion("s3://b/<m>", note="it is not on model_pvc fmnist-models"),
+            ["not evaluated", "not evaluated", "s3://b/<m>"],
+        ),
+        (
+            Champion(note="no InferenceService a/b"),
+            ["-", "-", "nothing serves (no InferenceService a/b)"],
+        ),
+    ],
+    ids=["evaluated", "unreadable", "nothing-serves"],
+)
+def test_both_reports_show_the_model_beside_the_serving_one(champion, serving_cells):
+    result = Evaluation(0.9, 0.3, np.eye(10, dtype=int), list(CLASS_NAMES))
+    decision = decide(0.9, MIN_ACCURACY, 0.0, champion)
+    facts = RunFacts("2026-12-03 17:29 UTC", None, "/m/new", {}, champion, decision)
+    lines = markdown_report(result, {}, facts).splitlines()
+    start = lines.index("| | this model | serving model |")
+    rows = [table_cells(line) for line in lines[start + 2 : start + 5]]
+    assert rows == [
+        ["test accuracy", "90.00%", serving_cells[0]],
+        ["test loss", "0.3000", serving_cells[1]],
+        ["model", "/m/new", serving_cells[2]],
+    ]
+    assert f"**Gate.** {decision.reason}" == re.sub(r"\\(.)", r"\1", lines[start - 2])
+    page = html_report(result, {}, facts)
+    cells = [html.unescape(cell) for cell in re.findall(r"<td>([^<]*)</td>", page)[:6]]
+    assert cells == ["90.00%", serving_cells[0], "0.3000", serving_cells[1], "/m/new",
+                     serving_cells[2]]  # fmt: skip
+    assert "<m>" not in page  # escaped
+    assert ("gate passed" if decision.deploy else "gate failed") in page

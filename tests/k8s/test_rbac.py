@@ -372,7 +372,7 @@ def test_the_derivation_sees_every_steps_calls(derived):
         ("", "pods", "list"),
         ("", "pods/log", "get"),
         ("serving.kserve.io", "inferenceservices", "create"),  # deploy
-        ("serving.kserve.io", "inferenceservices", "get"),
+        ("serving.kserve.io", "inferenceservices", "get"),  # and evaluate: the champion
         ("serving.kserve.io", "inferenceservices", "update"),
         ("apps", "deployments", "list"),
         ("kubeflow.org", "experiments", "create"),  # tune

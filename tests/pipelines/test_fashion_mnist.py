@@ -30,10 +30,7 @@ from pipelines.settings import VARIANTS
 
 COMPONENTS_IMAGE = default_image("components")
 ARGO_STUBS = {"argostub/createpvc", "argostub/deletepvc"}  # kfp-kubernetes' PVC tasks
-GATE = (
-    "inputs.parameter_values['pipelinechannel--evaluate-Output'] >= "
-    "inputs.parameter_values['pipelinechannel--min_accuracy']"
-)
+GATE = "inputs.parameter_values['pipelinechannel--evaluate-Output'] == true"
 RUN_ID = {"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}
 
 
@@ -117,12 +114,13 @@ def test_deploy_is_gated_on_accuracy(ir):
     assert gate["triggerPolicy"]["condition"] == GATE
 
 
-def test_train_and_deploy_are_never_cached(ir):
+def test_train_evaluate_and_deploy_are_never_cached(ir):
     spec, _ = ir
     tasks = spec["root"]["dag"]["tasks"]
     register = spec["components"]["comp-condition-3"]["dag"]["tasks"]["register-model"]
+    evaluate = spec["components"]["comp-evaluate-and-deploy"]["dag"]["tasks"]["evaluate"]
     assert tasks["train"].get("cachingOptions", {}).get("enableCache", False) is False
-    for task in [register, *deploy_tasks(spec)]:
+    for task in [register, evaluate, *deploy_tasks(spec)]:  # evaluate: the serving model
         assert task.get("cachingOptions", {}).get("enableCache", False) is False
     assert tasks["pack-dataset"]["cachingOptions"]["enableCache"] is True
 
@@ -153,6 +151,11 @@ def test_each_step_receives_only_its_own_parameter_set(ir):
     assert train["job"] == {
         "taskOutputParameter": {"outputParameterKey": "Output", "producerTask": "validate-training"}
     }
+    evaluate = spec["components"]["comp-evaluate-and-deploy"]["dag"]["tasks"]["evaluate"]
+    assert evaluate["inputs"]["parameters"] == {
+        "serving": {"componentInputParameter": "serving"},  # validate-serving's checked set
+        "target": {"componentInputParameter": "target"},
+    }
 
 
 def test_platform_config(ir):
@@ -163,18 +166,23 @@ def test_platform_config(ir):
     }
     executors = kubernetes["deploymentSpec"]["executors"]
     assert executors["exec-train"]["tolerations"] == [GPU_TOLERATION]
-    model_store = [
-        {
-            "componentInputParameter": "pipelinechannel--model_pvc",
-            "mountPath": "/mnt/model-store",
-            "pvcNameParameter": {"componentInputParameter": "pipelinechannel--model_pvc"},
-        }
-    ]
+
+    def model_store(channel: str) -> list[dict]:
+        return [
+            {
+                "componentInputParameter": channel,
+                "mountPath": "/mnt/model-store",
+                "pvcNameParameter": {"componentInputParameter": channel},
+            }
+        ]
+
     publishers = {"exec-register-model", "exec-deploy", "exec-deploy-2"}
     assert {name: executors[name]["pvcMount"] for name in publishers} == dict.fromkeys(
-        publishers, model_store
+        publishers, model_store("pipelinechannel--model_pvc")
     )
-    assert set(executors) == {"exec-train", *publishers}
+    # evaluate reads the serving model there (outside the gate: the sub-pipeline's input)
+    assert executors["exec-evaluate"]["pvcMount"] == model_store("model_pvc")
+    assert set(executors) == {"exec-train", "exec-evaluate", *publishers}
     # The registry steps, only they, mount the Secret named by model_registry_secret, optional:
     # the KFP driver mounts it as a volume named after it (kubeflow/pipelines 2.5.0
     # backend/src/v2/driver/driver.go, 2.15.0 backend/src/v2/driver/k8s.go).

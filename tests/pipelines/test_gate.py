@@ -1,7 +1,8 @@
 """The accuracy gate by behaviour: the real evaluate-and-deploy sub-pipeline under kfp.local.
 
 A model is deployed when its test accuracy reaches ``min_accuracy`` (``>=``, DESIGN.md),
-so a model exactly at the gate is deployed, one a test image short of it is not. The
+so a model exactly at the gate is deployed, one a test image short of it is not. Locally
+nothing serves, so the gate is ``min_accuracy`` alone (components/runtime/champion.py). The
 model's accuracy is computed here, offline, as correct answers over the test images.
 """
 
@@ -49,14 +50,13 @@ def run_tail(model_dir: Path, packed: Path, min_accuracy: float, root: Path) -> 
     tail = evaluate_and_deploy_pipeline(CompileSettings())
 
     @dsl.pipeline(name="gate-under-test")
-    def gate_under_test(threshold: float):
+    def gate_under_test():
         model = dsl.importer(artifact_uri=str(model_dir), artifact_class=dsl.Model)
         dataset = dsl.importer(artifact_uri=str(packed), artifact_class=dsl.Dataset)
         tail(
             model=model.output,
             dataset=dataset.output,
             serving=Serving(min_accuracy=min_accuracy).to_dict(),
-            min_accuracy=threshold,
             model_pvc="fmnist-models",
             model_registry="",
             model_registry_secret=Serving().model_registry_secret,
@@ -70,7 +70,7 @@ def run_tail(model_dir: Path, packed: Path, min_accuracy: float, root: Path) -> 
     )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "You may be attemping to run a task", RuntimeWarning)
-        gate_under_test(threshold=min_accuracy)
+        gate_under_test()
     return bool(list(root.glob("outputs/*/deploy")))
 
 
