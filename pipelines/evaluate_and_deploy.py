@@ -65,14 +65,18 @@ def on_model_volume(task, model_pvc):
     return task.set_caching_options(False)
 
 
-def deploy_task(settings, model, dataset, serving, target, model_pvc):
-    """The deploy step (shown as "deploy" in either branch of ``release``)."""
+def deploy_task(settings, model, dataset, serving, target, model_pvc, accuracy):
+    """The deploy step (shown as "deploy" in either branch of ``release``).
+
+    ``accuracy``, the evaluated one, is what the post-deploy check holds the served model to.
+    """
     deployed = deploy(
         model=model,
         dataset=dataset,
         serving=serving,
         target=target,
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        accuracy=accuracy,
     ).set_display_name("deploy")
     return on_model_volume(settings.step(deployed), model_pvc)
 
@@ -97,8 +101,9 @@ def release(settings, model, dataset, serving, target, model_pvc, model_registry
     ``model_registry`` is the pair (address, Secret name) of pipeline parameters.
     """
     model_registry, secret = model_registry
+    accuracy = evaluated.outputs["accuracy"]
     with dsl.If(model_registry == "", name="no-model-registry"):
-        deploy_task(settings, model, dataset, serving, target, model_pvc)
+        deploy_task(settings, model, dataset, serving, target, model_pvc, accuracy)
     with dsl.If(model_registry != "", name="model-registry"):
         registered = register_model(
             model=model,
@@ -109,7 +114,7 @@ def release(settings, model, dataset, serving, target, model_pvc, model_registry
             run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
         )
         with_registry_credentials(on_model_volume(settings.step(registered), model_pvc), secret)
-        deployed = deploy_task(settings, model, dataset, serving, target, model_pvc)
+        deployed = deploy_task(settings, model, dataset, serving, target, model_pvc, accuracy)
         with_registry_credentials(deployed.after(registered), secret)
 
 

@@ -12,6 +12,9 @@ STORAGE_URI to finish its rollout; in Knative mode, for the latest created revis
 the latest ready one and to take all the traffic. A new predictor that cannot start
 (crash loop, image pull error) fails the step with the reason and its last log lines.
 
+With a post-deploy check (components/runtime/post_deploy.py), a model that serves but
+fails it is rolled back (components/runtime/rollback.py).
+
 The deployment mode annotation must not change on an existing service: KServe's webhook
 rejects any value that differs from ``status.deploymentMode`` (kserve
 ``pkg/apis/serving/v1beta1/inference_service_validation.go``, ``validateDeploymentMode``).
@@ -19,8 +22,11 @@ rejects any value that differs from ``status.deploymentMode`` (kserve
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from components.runtime.discovery import kserve_uses_legacy_names
 from components.runtime.kube import KubeClient, apply, current_namespace
+from components.runtime.post_deploy import CheckFailed
 from components.runtime.signals import terminate_on_sigterm
 from components.runtime.volumes import publish_model
 from components.runtime.waiting import condition_summary, follow, short_reason, true_conditions
@@ -223,11 +229,18 @@ def _model_failure(isvc: dict) -> str | None:
 
 
 def deploy_to_kserve(
-    serving: Serving, model_dir: str, run_id: str, kube: KubeClient | None = None
+    serving: Serving,
+    model_dir: str,
+    run_id: str,
+    kube: KubeClient | None = None,
+    check: Callable[[str], object] | None = None,
 ) -> str:
-    """Publish the model, apply the InferenceService, wait until it serves; return its URL."""
+    """Publish the model, apply the InferenceService, wait until it serves; return its URL.
+
+    ``check`` is ``serve``'s post-deploy check.
+    """
     store_path = publish_model(model_dir, serving.model_name, run_id)
-    return serve(serving, pvc_uri(serving.model_pvc, store_path), kube)
+    return serve(serving, pvc_uri(serving.model_pvc, store_path), kube, check=check)
 
 
 def serve(
@@ -236,11 +249,14 @@ def serve(
     kube: KubeClient | None = None,
     namespace: str | None = None,
     metadata: tuple[dict, dict] = ({}, {}),
+    check: Callable[[str], object] | None = None,
 ) -> str:
     """Apply the InferenceService serving ``storage_uri``, wait until it serves; its URL.
 
     ``metadata`` is the labels and annotations to add (a registered version's ids). A
     rollout that fails, times out or is stopped puts back the spec that was serving.
+    ``check``, the post-deploy check, is called with the cluster-local URL once the rollout
+    is done; a ``CheckFailed`` rolls the service back (``roll_back``).
     """
     kube = kube or KubeClient.connect()
     namespace = namespace or current_namespace()
@@ -264,6 +280,12 @@ def serve(
     try:
         with terminate_on_sigterm():
             ready = follow(watch, serving.serving_timeout_seconds, poll_seconds=POLL_SECONDS)
+            if check is not None:
+                check(cluster_url(ready))
+    except CheckFailed as failed:
+        from components.runtime.rollback import roll_back
+
+        raise roll_back(kube, namespace, live, serving, storage_uri, str(failed)) from None
     except BaseException:
         if live is not None:
             restore(kube, live)
@@ -289,38 +311,49 @@ def check_ours(live: dict | None, serving: Serving) -> None:
     )
 
 
-def restore(kube: KubeClient, previous: dict) -> None:
+def cluster_url(isvc: dict) -> str:
+    """The address a pod in the cluster reaches the service at: ``status.address.url``.
+
+    ``status.url`` when KServe gives no cluster-local address.
+    """
+    status = isvc.get("status") or {}
+    return ((status.get("address") or {}).get("url")) or status.get("url", "")
+
+
+def restore(kube: KubeClient, previous: dict, why: str = "rollout failed") -> dict | None:
     """Put back ``previous``, the service as it was before the deploy, and say so in one line.
 
     Its spec, labels and annotations return; a restore that fails is said, not raised.
+    Returns the service as put back, or None.
     """
     namespace, name = previous["metadata"]["namespace"], previous["metadata"]["name"]
     what = f"InferenceService {namespace}/{name}"
     try:
         current = kube.get(INFERENCESERVICE, namespace, name)
         if current is None:
-            print(f"rollout failed; {what} is gone, nothing to restore", flush=True)
-            return
+            print(f"{why}; {what} is gone, nothing to restore", flush=True)
+            return None
         metadata = {
             **current["metadata"],
             "labels": previous["metadata"].get("labels") or {},
             "annotations": previous["metadata"].get("annotations") or {},
         }
         body = {key: previous[key] for key in ("apiVersion", "kind") if key in previous}
-        kube.replace(
+        restored = kube.replace(
             INFERENCESERVICE,
             namespace,
             name,
             {**body, "metadata": metadata, "spec": previous["spec"]},
         )
     except Exception as error:  # noqa: BLE001 - the rollout's failure is the step's error
-        print(f"rollout failed; could not restore {what}: {short_reason(error)}", flush=True)
-        return
+        print(f"{why}; could not restore {what}: {short_reason(error)}", flush=True)
+        return None
     print(
-        f"rollout failed; restored {what} to the spec that was serving "
+        f"{why}; restored {what} to the spec that was serving "
         f"({storage_uri_of(previous) or 'its previous model'})",
         flush=True,
     )
+    return restored
 
 
 def storage_uri_of(isvc: dict) -> str | None:

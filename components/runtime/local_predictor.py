@@ -27,6 +27,8 @@ MIN_AGREEMENT = 0.99  # share of answers that must match the in-process model
 READY_TIMEOUT_SECONDS = 120.0  # loading torch and KServe takes ~5 s, longer on a busy machine
 READY_POLL_SECONDS = 0.2
 STOP_GRACE_SECONDS = 10.0  # after SIGTERM, before SIGKILL
+# A v1 prediction is a label, a class name and 10 probabilities: about 300 bytes.
+ANSWER_BYTES_PER_IMAGE = 4096
 LOG_TAIL_CHARACTERS = 3000  # of the predictor's output, in the error when it stops early
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,16 +152,28 @@ def _tail(log) -> str:
     return text[-LOG_TAIL_CHARACTERS:]
 
 
-def predict_v1(url: str, model_name: str, images) -> list[int]:
-    """Class indices the predictor answers for ``images`` (uint8 [N, 28, 28]) over v1."""
+def predict_v1(url: str, model_name: str, images, timeout: float = 60) -> list[int]:
+    """Class indices the predictor answers for ``images`` (uint8 [N, 28, 28]) over v1.
+
+    Raises:
+        ValueError: the answer is over ANSWER_BYTES_PER_IMAGE an image, or not one label an
+            image. urllib's errors (OSError) for a failed request.
+    """
     body = json.dumps({"instances": images.tolist()}).encode()
     request = urllib.request.Request(
         f"{url}/v1/models/{model_name}:predict",
         data=body,
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return [item["label"] for item in json.load(response)["predictions"]]
+    limit = ANSWER_BYTES_PER_IMAGE * len(images)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        answer = response.read(limit + 1)
+    if len(answer) > limit:
+        raise ValueError(f"the answer is over {limit} bytes for {len(images)} images")
+    labels = [item["label"] for item in json.loads(answer)["predictions"]]
+    if len(labels) != len(images):
+        raise ValueError(f"{len(labels)} predictions for {len(images)} images")
+    return labels
 
 
 def check_predictions(url: str, model_name: str, model_dir: str, dataset_dir: str) -> float:

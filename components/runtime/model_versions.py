@@ -69,13 +69,14 @@ def source_text(source: dict) -> str:
 
 
 def deploy_registered(
-    serving: Serving, version_name: str, kube=None, namespace: str | None = None
+    serving: Serving, version_name: str, kube=None, namespace: str | None = None, check=None
 ) -> str:
     """Serve version ``version_name`` of ``serving.model_name`` from the registry; its URL.
 
     The InferenceService serves the version's URI and carries the registry's ids; only once
-    its rollout is done does the registry record that the service serves the version, and
-    at which URL. A rollout that fails leaves the record naming the version that serves.
+    its rollout is done and ``check`` (``kserve.serve``'s post-deploy check) passed does the
+    registry record that the service serves the version, and at which URL. A rollout that
+    fails, or a model rolled back, leaves the record naming the version that serves.
     """
     from components.runtime.kserve import serve
     from components.runtime.kube import KubeClient, current_namespace
@@ -94,7 +95,7 @@ def deploy_registered(
     record = registry.serving_record(version, namespace, serving.model_name)
     metadata = serving_metadata(version, record, registry.address)
     print(f"serving {serving.model_name} version {version.name} (id {version.id})", flush=True)
-    url = serve(serving, version.uri, kube, namespace, metadata)
+    url = serve(serving, version.uri, kube, namespace, metadata, check)
     registry.record_serving(record, version, url)
     return url
 

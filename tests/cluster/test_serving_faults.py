@@ -4,7 +4,8 @@ The deploy step (components/steps/deploy.py) runs here as the pipeline's account
 a model from a workspace PVC with two replicas (Standard mode: a Deployment). Eight clients
 send a steady stream of v1 and v2 requests to the predictor's Service, through kube-proxy
 (iptables, harness/node.py), the way a caller inside the cluster does, while the deploy
-step rolls out a second model, and while one replica's container is killed.
+step rolls out a second model, rolls back one that fails its post-deploy check, and while
+one replica's container is killed.
 
 Upstream behaviour relied on:
 - kserve v0.15.2 pkg/controller/v1beta1/inferenceservice/reconcilers/deployment/
@@ -15,10 +16,16 @@ Upstream behaviour relied on:
   connections; a terminating pod leaves the Service's endpoints when its deletion starts
   (pkg/controller/endpointslice), and its preStop hook runs before SIGTERM
   (pkg/kubelet/kuberuntime/kuberuntime_container.go killContainer).
+- kserve v0.15.2 pkg/controller/v1beta1/inferenceservice/reconcilers/ingress/
+  kube_ingress_reconciler.go (``Reconcile``) and httproute_reconciler.go
+  (``getRawServiceHost``): once the predictor is ready, ``status.address.url`` is
+  ``http://<name>-predictor.<namespace>.svc.cluster.local``, where the post-deploy check
+  sends its test images.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import uuid
@@ -41,7 +48,7 @@ from components.runtime import kserve, volumes
 from components.specs.inferenceservice import PREDICTOR_CONTAINER
 from components.specs.params import Serving
 from serving.defaults import MODEL_NAME
-from trainer.model import build_model, save_model_dir
+from trainer.model import build_model, load_model_dir, save_model_dir
 from trainer.model_dir import ModelCard
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.usefixtures("quick_polls")]
@@ -119,8 +126,11 @@ class Traffic:
         return [a for a in self.answers if since <= a[0] <= until and isinstance(a[2], Exception)]
 
 
-def deploy(namespace: str, core, model_dir, serving: Serving) -> str:
-    """The deploy step; returns the URL it reports."""
+def deploy(namespace: str, core, model_dir, serving: Serving, accuracy=None, dataset=None) -> str:
+    """The deploy step; returns the URL it reports.
+
+    With ``accuracy`` (and the packed ``dataset``), the post-deploy check runs.
+    """
     from kfp import dsl
 
     from components.steps.deploy import deploy as deploy_step
@@ -128,10 +138,11 @@ def deploy(namespace: str, core, model_dir, serving: Serving) -> str:
     try:
         return deploy_step.python_func(
             model=dsl.Model(uri=str(model_dir)),
-            dataset=dsl.Dataset(uri=str(model_dir)),
+            dataset=dsl.Dataset(uri=str(dataset or model_dir)),
             serving=serving.to_dict(),
             target="cluster",
             run_id=f"run-{uuid.uuid4().hex[:6]}",
+            accuracy=accuracy,
         )
     except BaseException:
         print(describe_pods(core, namespace))
@@ -224,6 +235,90 @@ def test_a_new_model_that_fails_to_load_leaves_the_old_one_serving(
     assert len(pods_of(core, namespace, predictors)) == 2, describe_pods(core, namespace)
     assert traffic.failures() == [], traffic.failures()[:5]
     assert {a[2] for a in traffic.answers} == {first}, Counter(a[2] for a in traffic.answers)
+
+
+@pytest.fixture
+def scrambled_model(tmp_path, trained_model_dir) -> object:
+    """The trained model with each weight tensor's values shuffled: it loads and serves, and
+    answers wrongly (about one image in ten right)."""
+    import torch
+
+    network, card = load_model_dir(trained_model_dir)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for tensor in network.state_dict().values():
+            flat = tensor.view(-1)
+            flat.copy_(flat[torch.randperm(flat.numel(), generator=generator)])
+    return save_model_dir(network, tmp_path / "scrambled", card)
+
+
+@pytest.fixture
+def cluster_dns(monkeypatch, core) -> None:
+    """``<service>.<namespace>.svc.cluster.local`` resolves here as in a pod: to the Service's
+    ClusterIP. The step runs in this process, whose resolver does not ask the cluster's
+    CoreDNS (harness/dns.py); kube-proxy then routes the address as for a pod."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".svc.cluster.local"):
+            name, service_namespace = host.split(".")[:2]
+            host = core.read_namespaced_service(name, service_namespace).spec.cluster_ip
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def evaluated_accuracy(model_dir, packed) -> float:
+    """The model's accuracy on the slice the post-deploy check sends, computed here."""
+    from components.runtime.post_deploy import CHECK_IMAGES
+    from trainer.data import load_packed
+
+    test = load_packed(packed).test.head(CHECK_IMAGES)
+    predicted = local_probabilities(model_dir, np.array(test.images)).argmax(axis=1)
+    return float((predicted == test.labels).mean())
+
+
+@pytest.mark.usefixtures("cluster_dns")
+def test_a_promoted_model_that_answers_wrongly_is_rolled_back_under_traffic(
+    two_replicas,
+    namespace,
+    core,
+    custom,
+    images,
+    packed_small,
+    trained_model_dir,
+    scrambled_model,
+    capsys,
+):
+    """The gate passed a model at the first model's accuracy, but what rolls out answers
+    wrongly (its weights scrambled; it loads and serves): the post-deploy check fails, the
+    first model's spec is put back and rolls out again, and the step fails in one line
+    naming what serves. Eight clients all along: no request fails, and afterwards every
+    answer is the first model's. The check reaches the service at ``status.address.url``
+    (kserve v0.15.2 pkg/controller/v1beta1/inferenceservice/reconcilers/ingress/
+    kube_ingress_reconciler.go, ``Reconcile``)."""
+    first = labels_of(trained_model_dir, images)
+    assert labels_of(scrambled_model, images) != first
+    accuracy = evaluated_accuracy(trained_model_dir, packed_small)
+    before = custom.get_namespaced_custom_object(*ISVC, namespace, "inferenceservices", MODEL_NAME)
+    with Traffic(service_url(core, namespace), images) as traffic:
+        time.sleep(3)
+        with pytest.raises(kserve.DeployFailed) as error:
+            deploy(namespace, core, scrambled_model, two_replicas, accuracy, packed_small)
+        rolled_back = time.monotonic()
+        time.sleep(5)
+    message = str(error.value)
+    assert message.startswith(
+        f"InferenceService {namespace}/{MODEL_NAME} serves {kserve.storage_uri_of(before)} "
+        "again; the new model "
+    ), message
+    assert "failed its post-deploy check: it answered " in message and "\n" not in message
+    assert "post-deploy check failed; restored InferenceService" in capsys.readouterr().out
+    after = custom.get_namespaced_custom_object(*ISVC, namespace, "inferenceservices", MODEL_NAME)
+    assert after["spec"]["predictor"] == before["spec"]["predictor"]
+    assert traffic.failures() == [], traffic.failures()[:5]
+    late = [a for a in traffic.answers if a[0] > rolled_back + 1]
+    assert late and {a[2] for a in late} == {first}, Counter(a[2] for a in late)
 
 
 def test_a_killed_replica_costs_a_bounded_number_of_requests(

@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 from fake_kube import ISVC_URL as URL
 from fake_kube import annotated, deployment, predictor_spec, ready
+from fake_predictor import FakePredictor
 from kfp import dsl
 from kubernetes.client import (
+    ApiException,
     V1ContainerState,
     V1ContainerStateWaiting,
     V1ContainerStatus,
@@ -83,14 +85,15 @@ def step(tmp_path, monkeypatch, fake_k8s, crd_schemas):
     (model / "model.pt").write_bytes(b"weights")
     (model / "model.json").write_text("{}")
 
-    def call(run_id="run-42", **changes):
+    def call(run_id="run-42", accuracy=None, dataset=tmp_path / "unused", **changes):
         changes.setdefault("serving_timeout_seconds", STEP_TIMEOUT)
         return deploy.python_func(
             model=dsl.Model(uri=str(model)),
-            dataset=dsl.Dataset(uri=str(tmp_path / "unused")),
+            dataset=dsl.Dataset(uri=str(dataset)),
             serving=Serving(**changes).to_dict(),
             target="cluster",
             run_id=run_id,
+            accuracy=accuracy,
         )
 
     return call
@@ -236,6 +239,146 @@ def test_a_failed_rollout_puts_back_the_spec_that_was_serving(step, fake_k8s, ca
 
 def uri_of(isvc: dict) -> str:
     return isvc["spec"]["predictor"]["containers"][0]["env"][0]["value"]
+
+
+@pytest.fixture
+def predictor(packed_small, fake_k8s):
+    """The new model's answers, at the cluster-local address every status reports."""
+    with FakePredictor(packed_small) as running:
+        fake_k8s.custom.statuses["inferenceservices"] = [ready(1, address={"url": running.url})]
+        yield running
+
+
+def replaced_uris(fake_k8s) -> list[str]:
+    return [uri_of(c[5]) for c in fake_k8s.custom.calls if c[0] == "replace"]
+
+
+def test_a_model_that_passes_its_post_deploy_check_stays(step, fake_k8s, predictor, packed_small):
+    """run-41 serves; run-42 rolls out and answers test images at its cluster-local address
+    (status.address.url; status.url is the ingress host, unknown here) as well as evaluated."""
+    fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
+    step(run_id="run-41")
+    fake_k8s.apps.deployments = [ROLLED_OUT]
+    assert step(accuracy=0.9, dataset=packed_small) == URL
+    assert predictor.requests == [100] * 10
+    assert replaced_uris(fake_k8s) == [NEW_URI]  # applied, not put back
+    assert uri_of(fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")]) == (
+        NEW_URI
+    )
+
+
+def test_a_model_that_fails_its_post_deploy_check_is_rolled_back_naming_what_serves(
+    step, fake_k8s, predictor, packed_small, capsys
+):
+    """run-42 rolls out but answers wrongly: run-41's spec is put back, the step waits for its
+    Deployment to roll out again, then fails in one line naming what serves and why."""
+    fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
+    step(run_id="run-41")
+    before = fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")]
+    predictor.shift = 1
+    back = [deployment(OLD_URI, generation=4, observed=4, updated=0), deployment(OLD_URI, 4, 4)]
+    fake_k8s.apps.deployments = [ROLLED_OUT, *([d] for d in back)]
+    polled = polls(fake_k8s)
+    with pytest.raises(DeployFailed) as error:
+        step(accuracy=0.9, dataset=packed_small)
+    assert str(error.value) == (
+        f"InferenceService team-a/fashion-mnist serves {OLD_URI} again; the new model "
+        f"{NEW_URI} failed its post-deploy check: it answered 0.0000 of 1000 test images "
+        "right, below 0.8621 (the evaluated accuracy 0.9000 less the tolerance 0.0379)"
+    )
+    assert polls(fake_k8s) - polled == 3  # the new model rolled out; the old one, in two
+    assert replaced_uris(fake_k8s) == [NEW_URI, OLD_URI]
+    after = fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")]
+    assert (after["spec"], after["metadata"]["labels"]) == (
+        before["spec"],
+        before["metadata"]["labels"],
+    )
+    assert (
+        "post-deploy check failed; restored InferenceService team-a/fashion-mnist to the spec "
+        f"that was serving ({OLD_URI})"
+    ) in capsys.readouterr().out
+
+
+def test_a_rolled_back_model_whose_predecessor_does_not_serve_again_says_so(
+    step, fake_k8s, predictor, packed_small
+):
+    fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
+    step(run_id="run-41")
+    predictor.shift = 1
+    fake_k8s.apps.deployments = [ROLLED_OUT, [deployment(OLD_URI, 4, 4, available=0)]]
+    with pytest.raises(DeployFailed) as error:
+        step(accuracy=0.9, dataset=packed_small, serving_timeout_seconds=1)
+    assert str(error.value).startswith(
+        f"InferenceService team-a/fashion-mnist was rolled back to {OLD_URI}, not serving yet "
+        "(TimeoutError: InferenceService team-a/fashion-mnist did not finish within 1 s.); "
+        f"the new model {NEW_URI} failed its post-deploy check: "
+    )
+    assert "\n" not in str(error.value)
+
+
+def test_a_rollback_that_cannot_be_applied_says_so_in_one_line(
+    step, fake_k8s, predictor, packed_small, capsys
+):
+    fake_k8s.apps.deployments = [[deployment(OLD_URI)]]
+    step(run_id="run-41")
+    predictor.shift = 1
+    fake_k8s.apps.deployments = [ROLLED_OUT]
+    # serve's read of the live service, the rollout's poll: answered; restore's: refused
+    fake_k8s.fail("get", "inferenceservices", None, None, ApiException(403, "Forbidden"))
+    with pytest.raises(DeployFailed) as error:
+        step(accuracy=0.9, dataset=packed_small)
+    assert str(error.value).startswith(
+        "InferenceService team-a/fashion-mnist could not be rolled back (see the log); the "
+        f"new model {NEW_URI} failed its post-deploy check: it answered 0.0000 of 1000"
+    )
+    assert (
+        "post-deploy check failed; could not restore InferenceService team-a/fashion-mnist: "
+        "403 Forbidden"
+    ) in capsys.readouterr().out
+    assert replaced_uris(fake_k8s) == [NEW_URI]
+
+
+def test_a_service_taken_over_gets_its_own_spec_back_without_a_wait(
+    step, fake_k8s, predictor, packed_small
+):
+    """Its spec names no STORAGE_URI of ours, so no Deployment can be told to be its."""
+    theirs = {"predictor": {"model": {"storageUri": "s3://theirs"}}}
+    metadata = {"name": "fashion-mnist", "namespace": "team-a", "resourceVersion": "1"}
+    fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")] = {
+        "metadata": {**metadata, "generation": 1},
+        "spec": theirs,
+    }
+    predictor.shift = 1
+    fake_k8s.apps.deployments = [ROLLED_OUT]
+    with pytest.raises(DeployFailed) as error:
+        step(accuracy=0.9, dataset=packed_small, take_over_service=True)
+    assert str(error.value).startswith(
+        "InferenceService team-a/fashion-mnist serves the spec that was serving again; the new "
+        f"model {NEW_URI} failed its post-deploy check: "
+    )
+    assert polls(fake_k8s) == 1  # the new model's rollout; none for theirs
+    assert fake_k8s.custom.objects[("inferenceservices", "team-a", "fashion-mnist")]["spec"] == (
+        theirs
+    )
+
+
+def test_a_first_deploy_that_fails_its_check_stays_and_fails_in_one_line(
+    step, fake_k8s, predictor, packed_small
+):
+    """Nothing served before: the new service is left (the steps' Role cannot delete it)."""
+    predictor.statuses = [503]
+    fake_k8s.apps.deployments = [[deployment(NEW_URI)]]
+    with pytest.raises(DeployFailed) as error:
+        step(accuracy=0.9, dataset=packed_small)
+    assert str(error.value) == (
+        "InferenceService team-a/fashion-mnist serves nothing else, so it stays on the new "
+        f"model, which failed its post-deploy check (1 of 10 requests to {predictor.url} "
+        "failed (first: HTTPError: HTTP Error 503: Service Unavailable)); kubectl delete "
+        "inferenceservice fashion-mnist removes it"
+    )
+    assert [c[0] for c in fake_k8s.custom.calls if c[0] in ("create", "replace", "delete")] == [
+        "create"
+    ]
 
 
 def test_an_inference_service_we_did_not_create_is_left_alone(step, fake_k8s):

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 from fake_kube import ISVC_URL, deployment, ready
+from fake_predictor import FakePredictor
 from kfp import dsl
 from registry_tape import Tape
 
@@ -330,6 +331,53 @@ def test_a_rollout_that_fails_restores_the_spec_and_leaves_the_registry_on_the_s
     assert after["spec"] == before["spec"]
     assert after["metadata"]["labels"] == before["metadata"]["labels"]
     assert after["metadata"]["labels"][MODEL_VERSION_LABEL] == first
+    code, out, _ = fmnist(
+        capsys, "models", "list", "--model-registry", tape.address, "--model-name", name
+    )
+    assert code == 0
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("*  ")] == ["run-1"]
+
+
+def test_a_model_rolled_back_after_its_post_deploy_check_leaves_the_registry_on_the_serving_version(
+    tape, tmp_path, cluster, capsys, packed_small
+):
+    """run-1 serves and passes its check; run-2 rolls out, answers wrongly and is rolled back:
+    the InferenceService gets back run-1's spec and ids, and the record, written only after
+    the check passed, still names run-1. The registry is asked exactly what it is asked when
+    a rollout fails, so the tape is that test's (same server answers)."""
+    name = tape.substitutions["model"]
+    uri = {run: f"pvc://fmnist-models/{name}/{run}" for run in ("run-1", "run-2")}
+    first = register(tape, model_dir(tmp_path, "run-1", 0.91), "run-1", "cluster", 0.91)
+    step = {"dataset": dsl.Dataset(uri=str(packed_small)), "target": "cluster", "accuracy": 0.9}
+    with FakePredictor(packed_small) as predictor:
+        address = {"url": predictor.url}
+        rolls_out(cluster, name, uri["run-1"])
+        cluster.custom.statuses["inferenceservices"] = [ready(1, "Standard", address=address)]
+        deploy.python_func(
+            model=dsl.Model(uri=str(tmp_path / "run-1")),
+            serving=serving(tape, serving_timeout_seconds=5).to_dict(),
+            run_id="run-1",
+            **step,
+        )
+        before = served(cluster, name)
+        register(tape, model_dir(tmp_path, "run-2", 0.92), "run-2", "cluster", 0.92)
+        cluster.apps.deployments = [[deployment(uri["run-2"])], [deployment(uri["run-1"], 3, 3)]]
+        predictor.shift = 1
+        with pytest.raises(kserve.DeployFailed) as error:
+            deploy.python_func(
+                model=dsl.Model(uri=str(tmp_path / "run-2")),
+                serving=serving(tape, serving_timeout_seconds=5).to_dict(),
+                run_id="run-2",
+                **step,
+            )
+    assert str(error.value).startswith(
+        f"InferenceService {NAMESPACE}/{name} serves {uri['run-1']} (model version id {first}) "
+        f"again; the new model {uri['run-2']} failed its post-deploy check: it answered 0.0000"
+    )
+    after = served(cluster, name)
+    assert after["spec"] == before["spec"]
+    assert after["metadata"]["labels"] == before["metadata"]["labels"]
+    capsys.readouterr()
     code, out, _ = fmnist(
         capsys, "models", "list", "--model-registry", tape.address, "--model-name", name
     )

@@ -114,6 +114,24 @@ def test_deploy_is_gated_on_accuracy(ir):
     assert gate["triggerPolicy"]["condition"] == GATE
 
 
+def test_deploy_holds_the_served_model_to_the_evaluated_accuracy(ir):
+    """Both deploy tasks get evaluate's accuracy for the post-deploy check, through the
+    conditions around them (each hands it on as the channel of evaluate's output)."""
+    spec, _ = ir
+    channel = "pipelinechannel--evaluate-accuracy"
+    tail = spec["components"]["comp-evaluate-and-deploy"]["dag"]["tasks"]
+    assert tail["condition-1"]["inputs"]["parameters"][channel] == {
+        "taskOutputParameter": {"outputParameterKey": "accuracy", "producerTask": "evaluate"}
+    }
+    branches = spec["components"]["comp-condition-1"]["dag"]["tasks"]
+    for branch in ("condition-2", "condition-3"):
+        assert branches[branch]["inputs"]["parameters"][channel] == {
+            "componentInputParameter": channel
+        }
+    for deploy in deploy_tasks(spec):
+        assert deploy["inputs"]["parameters"]["accuracy"] == {"componentInputParameter": channel}
+
+
 def test_train_evaluate_and_deploy_are_never_cached(ir):
     spec, _ = ir
     tasks = spec["root"]["dag"]["tasks"]
