@@ -52,12 +52,18 @@ IMAGE_BUILD ?= $(if $(shell docker info >/dev/null 2>&1 && echo yes),docker buil
   $(if $(shell command -v runc),--runtime $(shell command -v runc)) build --network host \
   --ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
 
+# GIT_COMMIT is the commit the images are built from (the checkout's, "+ local changes" where
+# it has some), which the evaluation report names (components/runtime/commit.py).
+GIT_COMMIT ?= $(shell $(PY) -c "from components.runtime.commit import SOURCE_ROOT, \
+  checkout_commit; print(checkout_commit(SOURCE_ROOT) or '')")
+
 images: $(STAMP)  ## the four images (the trainer's CUDA and CPU variants), named as the pipeline refers to them
 	$(PY) -c "from components.images import BUILDS, Images; images = Images.resolve(); \
 	  [print(getattr(images, r), b.dockerfile, *(f'--build-arg={k}={v}' for k, v in b.args.items())) \
 	   for r, b in BUILDS.items()]" | \
 	while read -r image dockerfile args; do \
-	  $(IMAGE_BUILD) $(IMAGE_ARGS) $$args -f images/$$dockerfile.Dockerfile -t "$$image" . </dev/null || exit 1; \
+	  $(IMAGE_BUILD) $(IMAGE_ARGS) --build-arg "GIT_COMMIT=$(GIT_COMMIT)" $$args \
+	    -f images/$$dockerfile.Dockerfile -t "$$image" . </dev/null || exit 1; \
 	done
 
 clean:

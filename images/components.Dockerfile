@@ -57,6 +57,13 @@ COPY cli/ /src/cli/
 RUN pip install --no-cache-dir --disable-pip-version-check --no-deps /src && rm -rf /src \
     && python -c "import components, kfp, kubernetes, torch, trainer"
 
+# The commit the image is built from, which the evaluation report names
+# (components/runtime/commit.py): `make images` and the cluster tier pass the checkout's.
+# Declared after every RUN and COPY, so that a new commit rebuilds no layer (torch's least
+# of all), only this one setting.
+ARG GIT_COMMIT
+ENV FMNIST_GIT_COMMIT="${GIT_COMMIT}"
+
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 

@@ -43,6 +43,12 @@ COPY serving/ /src/serving/
 RUN pip install --no-cache-dir --disable-pip-version-check --no-deps /src && rm -rf /src \
     && python -c "import kserve, PIL, torch, serving.predictor"
 
+# The commit the image is built from, for `docker inspect` (the components image's report
+# names its own): `make images` and the cluster tier pass the checkout's. Declared after
+# every RUN and COPY, so that a new commit rebuilds no layer, only this one setting.
+ARG GIT_COMMIT
+ENV FMNIST_GIT_COMMIT="${GIT_COMMIT}"
+
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 USER 10001

@@ -59,6 +59,12 @@ ENV NVIDIA_VISIBLE_DEVICES=void \
 WORKDIR /opt/fmnist
 COPY trainer/ trainer/
 
+# The commit the image is built from, for `docker inspect` (the components image's report
+# names its own): `make images` and the cluster tier pass the checkout's. Declared after
+# every RUN and COPY, so that a new commit rebuilds no layer, only this one setting.
+ARG GIT_COMMIT
+ENV FMNIST_GIT_COMMIT="${GIT_COMMIT}"
+
 USER 10001
 WORKDIR /home/fmnist
 # The pipeline's PyTorchJob sets its own command (`torchrun -m trainer ...`, sized by the PET_*

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
+from components.runtime.commit import source_commit
 from components.runtime.gate import Champion, Decision
 
 BATCH_SIZE = 1000
 MISTAKES_KEPT = 8  # misclassified test images the report shows, the most confident first
-SOURCE_ROOT = Path(__file__).resolve().parents[2]  # a git checkout when run from one
-GIT_TIMEOUT_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ class RunFacts:
     """What the report says about the run besides the test results."""
 
     evaluated_at: str  # UTC, ``2026-12-01 09:53 UTC``
-    commit: str | None  # the source's git commit, when it runs from a checkout
+    commit: str | None  # the checkout's git commit, else the image's (runtime/commit.py)
     model_uri: str
     data: dict  # the packed dataset's counts and source
     champion: Champion  # the model serving now, as the step found it
@@ -118,24 +116,3 @@ def run_facts(model_uri: str, dataset_dir: str, champion: Champion, decision: De
         champion=champion,
         decision=decision,
     )
-
-
-def source_commit(root: Path = SOURCE_ROOT) -> str | None:
-    """The git commit the code runs from (``+ local changes`` if modified); None if unknown."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", "-C", str(root), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=True,
-        )
-        return done.stdout.strip()
-
-    try:
-        commit = git("rev-parse", "--short=12", "HEAD")
-        changed = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):  # no git, not a checkout
-        return None
-    return f"{commit} + local changes" if changed else commit

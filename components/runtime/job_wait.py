@@ -2,9 +2,9 @@
 
 What the wait does itself, for both job kinds alike (it knows a kind by its ``JobKind``):
 - rank 0's log streams into the step's log (logs.py);
-- a succeeded job ends the wait; a failed one fails the step with its conditions, its pods
-  that never started and the log's tail (the job stays for inspection); a job that
-  vanished fails the step;
+- a succeeded job ends the wait; a failed one fails the step with the trainer's reason in
+  one line, its conditions, its pods that never started and the log's tail up to torchrun's
+  report (the job stays for inspection); a job that vanished fails the step;
 - transient API errors are waited out (waiting.py); the step's timeout, a termination
   (SIGTERM, Ctrl-C) or a watcher giving up deletes the job, freeing its quota and GPUs.
 
@@ -66,7 +66,9 @@ class JobWait:
             return found
         if kind.failed in true:
             where = f" on cluster {self.place.cluster}" if self.place.cluster else ""
-            raise JobFailed(f"{self.what} failed{where}.\n{self.describe()}")
+            reason = self.logs.reason() if self.logs and not self.place.log_hint else ""
+            why = f": {reason}" if reason else "."
+            raise JobFailed(f"{self.what} failed{where}{why}\n{self.describe()}")
         return None
 
     def describe(self) -> str:

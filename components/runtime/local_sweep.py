@@ -25,7 +25,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.runtime.local_train import failure_reason, torchrun_command
+from components.runtime.local_train import torchrun_command
+from components.runtime.torchrun_log import failure_reason
 from components.specs.pods import TrainerFlags
 from components.specs.sweep import (
     Sweep,

@@ -4,19 +4,17 @@ The same trainer flags as the cluster's job, with all ``workers * nproc_per_node
 processes on one node (gloo on CPU; one CUDA GPU each when the job asks for GPUs, which
 this machine must have). The trainer's output streams into the step's log; a non-zero
 exit or the timeout fails the step with the reason and the trainer's last lines (torchrun's
-own report on a failed worker, a traceback, stays in the log).
+own report on a failed worker, a traceback, stays in the log: torchrun_log.py).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -24,20 +22,11 @@ from pathlib import Path
 import torch
 
 from components.runtime.logs import LOG_TAIL_LINES
+from components.runtime.torchrun_log import TrainerTail
 from components.specs.params import TrainingJob
 from components.specs.pods import TrainerFlags, WorkPaths
 
 STOP_GRACE_SECONDS = 40  # torchrun gives its workers 30 s to stop after SIGTERM
-# The trainer's one-line errors ("trainer: error: ...", argparse's "python -m trainer: error:").
-_TRAINER_ERROR = re.compile(r"trainer: error: .*")
-# The last line of a Python traceback: "ValueError: ...", "torch.OutOfMemoryError: ...".
-_EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?((?:\w+\.)*\w+(?:Error|Exception)\b.*)")
-# The first line of torchrun's report on a failed worker (a traceback of its own follows).
-_TORCHRUN_FAILED = re.compile(r"elastic/multiprocessing/api\.py:\d+\] failed \(exitcode")
-# Lines of torchrun's report on a failed worker that say nothing about this failure.
-_TORCHRUN_REPORT = re.compile(
-    r"ChildFailedError|^\s*error_file\s*:|^\s*traceback\s*: To enable traceback"
-)
 
 
 class GpusMissing(ValueError):
@@ -73,27 +62,6 @@ def local_job(job: TrainingJob, cpu_fallback: bool, warn: Callable[[str], None])
         raise GpusMissing(f"{missing}; --cpu-fallback trains on the CPU instead")
     warn(f"{missing}: training on the CPU instead (--cpu-fallback)")
     return replace(job, gpus_per_worker=0)
-
-
-def failure_reason(output: str) -> str:
-    """Why a trainer run failed, in one line of its output.
-
-    The trainer's own error line if there is one, else the last exception a traceback
-    ended with, else the last line that says anything (not torchrun's ``====`` rules).
-    """
-    lines = [line.strip() for line in output.splitlines()]
-    errors = [found.group(0) for line in lines if (found := _TRAINER_ERROR.search(line))]
-    if errors:
-        return errors[-1]
-    exceptions = [
-        found.group(1)
-        for line in lines
-        if (found := _EXCEPTION.match(line)) and not _TORCHRUN_REPORT.search(line)
-    ]
-    if exceptions:
-        return exceptions[-1]
-    said = [line for line in lines if re.search(r"\w", line) and not _TORCHRUN_REPORT.search(line)]
-    return said[-1] if said else ""
 
 
 def torchrun_command(flags: TrainerFlags, processes: int) -> list[str]:
@@ -138,27 +106,25 @@ def run_local_training(
     with tempfile.TemporaryDirectory(prefix="fmnist-torchrun-") as scratch:
         env = {**os.environ, "TMPDIR": scratch}
         code, tail, timed_out = _run_torchrun(command, job.timeout_seconds, env)
+    last = "\n".join(tail.lines)
     if timed_out:
         raise RuntimeError(
-            f"torchrun ran past {job.timeout_seconds} s and was stopped. "
-            "Last lines:\n" + "\n".join(tail)
+            f"torchrun ran past {job.timeout_seconds} s and was stopped. Last lines:\n{last}"
         )
     if code != 0:
-        last = "\n".join(tail)
-        reason = failure_reason(last)
         raise RuntimeError(
-            f"torchrun exited with code {code}: {reason}. The trainer's last lines:\n{last}"
+            f"torchrun exited with code {code}: {tail.reason()}. The trainer's last lines:\n{last}"
         )
 
 
 def _run_torchrun(
     command: list[str], timeout_seconds: float, env: dict[str, str]
-) -> tuple[int, deque[str], bool]:
+) -> tuple[int, TrainerTail, bool]:
     """Run torchrun, streaming its output: its exit code, its last lines, whether it timed out.
 
     The last lines stop where torchrun's own report on a failed worker begins.
     """
-    tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+    tail = TrainerTail(LOG_TAIL_LINES)
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -171,13 +137,10 @@ def _run_torchrun(
     timed_out = threading.Event()
     timer = threading.Timer(timeout_seconds, _stop, (process, timed_out))
     timer.start()
-    reported = False  # torchrun's report began: the log has it, the error shows the trainer's
     try:
         for line in process.stdout:
             print(line, end="", flush=True)
-            reported = reported or bool(_TORCHRUN_FAILED.search(line))
-            if not reported:
-                tail.append(line.rstrip("\n"))
+            tail.add(line.rstrip("\n"))
         code = process.wait()
     finally:
         timer.cancel()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
 
 from components.runtime.kube import KubeClient
+from components.runtime.torchrun_log import TrainerTail
 
 LOG_TAIL_LINES = 40
 
@@ -16,7 +16,8 @@ class LogFollower:
     """Prints the lines of one container that appeared since the last poll.
 
     A new pod (another uid) or a restarted container starts over, with a header line.
-    The last LOG_TAIL_LINES lines are kept for error messages.
+    The last LOG_TAIL_LINES lines before torchrun's report on a failed worker are kept for
+    error messages (torchrun_log.py).
     """
 
     def __init__(
@@ -30,7 +31,7 @@ class LogFollower:
         self.kube, self.namespace, self.echo = kube, namespace, echo
         self.selector, self.container = selector, container
         self.current, self.printed = None, 0
-        self.tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+        self.tail = TrainerTail(LOG_TAIL_LINES)
 
     def poll(self) -> None:
         """Print the new lines; a pod deleted between listing and reading is skipped."""
@@ -48,16 +49,21 @@ class LogFollower:
             raise
         if current != self.current:
             self.current, self.printed = current, 0
+            self.tail.restart()
             self.echo(f"--- log of {pod.metadata.name} (restart {current[1]}) ---")
         lines = text.splitlines()
         for line in lines[self.printed :]:
             self.echo(line)
-            self.tail.append(line)
+            self.tail.add(line)
         self.printed = len(lines)
 
     def tail_text(self) -> str:
-        """The last lines seen, or ``(none)``."""
-        return "\n".join(self.tail) or "(none)"
+        """The trainer's last lines seen, or ``(none)``."""
+        return "\n".join(self.tail.lines) or "(none)"
+
+    def reason(self) -> str:
+        """The trainer's error line among those seen; "" when none (a container killed, say)."""
+        return self.tail.error()
 
     def _restarts(self, pod) -> int:
         statuses = pod.status.container_statuses or []

@@ -27,6 +27,7 @@ REPORTED_PARAMETERS = (  # of the trainer's config in model.json, in this order
     "label_smoothing", "augment", "batch_norm", "precision", "seed", "device",
 )  # fmt: skip
 MISTAKE_SCALE = 3  # a 28x28 image is shown at 84x84 pixels
+UNKNOWN_COMMIT = "unknown (not run from a git checkout, and the image names no commit)"
 
 
 def result_line(result: Evaluation, champion: Champion, decision: Decision) -> str:
@@ -73,7 +74,7 @@ def run_rows(facts: RunFacts, training: dict) -> list[tuple[str, str]]:
     )
     return [
         ("evaluated", facts.evaluated_at),
-        ("commit", facts.commit or "unknown (not run from a git checkout)"),
+        ("commit", facts.commit or UNKNOWN_COMMIT),
         ("data", data),
         ("training", trained),
         ("parameters", parameters or "unknown"),

@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import signal
+import subprocess
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -33,6 +34,7 @@ from urllib3.exceptions import ProtocolError
 from components.runtime import waiting
 from components.runtime.job_poll import JobFailed
 from components.runtime.kube import KubeClient
+from components.runtime.local_train import local_flags, torchrun_command
 from components.runtime.objects import NotOurs, Refused
 from components.runtime.signals import Terminated
 from components.runtime.watchers import kueue, lost_nodes
@@ -172,6 +174,66 @@ def test_a_failed_job_fails_the_step_with_its_conditions_and_log_tail(kind, step
     assert "Failed=True (JobFailed: 1 replica(s) failed)" in message
     assert "RuntimeError: NCCL timeout" in message
     assert ("delete", kind.plural) not in fake_k8s.custom.verbs()  # kept for inspection
+
+
+@pytest.fixture(scope="module")
+def torchrun_failure(tmp_path_factory) -> str:
+    """The output of a real torchrun whose two workers fail as a job's rank 0 pod logs it:
+    the trainer's error line, then torchrun stopping the other worker and its report."""
+    root = tmp_path_factory.mktemp("torchrun")
+    (root / "empty").mkdir()
+    paths = WorkPaths(root / "empty", root / "model", root / "checkpoints")
+    job = TrainingJob(workers=1, nproc_per_node=2, epochs=1)
+    env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache"), "TMPDIR": str(root)}
+    env.pop("FASHION_MNIST_DIR", None)  # nothing to find: the trainer fails at once
+    done = subprocess.run(
+        torchrun_command(local_flags(job, paths), job.processes),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "ChildFailedError" in done.stdout, done.stdout
+    return done.stdout
+
+
+def test_a_failed_torchrun_shows_the_trainers_reason_not_torchruns_report(
+    kind, step, fake_k8s, torchrun_failure, capsys
+):
+    failed = condition("Failed", "JobFailed", "1 replica(s) failed")
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running")), kind.status(failed)]
+    fake_k8s.core.pods = [[rank0_pod("rank0", kind.container)]]
+    fake_k8s.core.logs["rank0"] = [torchrun_failure]
+    with pytest.raises(JobFailed) as error:
+        step()
+    first, *rest = str(error.value).splitlines()
+    reason = rest[-1]  # the tail ends with the trainer's line
+    assert reason.startswith("trainer: error: ") and "FashionMNIST raw files missing" in reason
+    assert first.endswith(f"team-a/{JOB_NAME} failed: {reason}")
+    assert "Failed=True (JobFailed: 1 replica(s) failed)" in rest
+    report = ("ChildFailedError", "Traceback", "elastic/", "Root Cause", "exitcode")
+    assert not [line for line in rest if any(word in line for word in report)]
+    assert "ChildFailedError" in capsys.readouterr().out  # the step's log has all of it
+
+
+def test_a_restarted_trainer_gives_the_reason_of_its_last_run(
+    kind, step, fake_k8s, torchrun_failure
+):
+    """Its first run ended in torchrun's report; the restarted container's lines count again."""
+    failed = condition("Failed", "JobFailed", "1 replica(s) failed")
+    fake_k8s.custom.statuses[kind.plural] = [kind.status(condition("Running")), kind.status(failed)]
+    fake_k8s.core.pods = [
+        [rank0_pod("rank0", kind.container)],
+        [rank0_pod("rank0", kind.container, restarts=1)],
+    ]
+    fake_k8s.core.logs["rank0"] = [torchrun_failure, "epoch 1\nRuntimeError: NCCL timeout\n"]
+    with pytest.raises(JobFailed) as error:
+        step()
+    first, *rest = str(error.value).splitlines()
+    assert first.endswith(" failed: RuntimeError: NCCL timeout")
+    assert rest[-2:] == ["epoch 1", "RuntimeError: NCCL timeout"]
+    assert rest[-3].startswith("trainer: error: ")  # the first run's, before its report
 
 
 def test_the_steps_timeout_deletes_the_job(kind, step, fake_k8s):

@@ -16,9 +16,10 @@ from kfp import dsl
 from PIL import Image
 
 from components.runtime.champion import LOCAL_NOTE
-from components.runtime.evaluation import Evaluation, RunFacts, evaluate_model_dir, source_commit
+from components.runtime.commit import source_commit
+from components.runtime.evaluation import Evaluation, RunFacts, evaluate_model_dir
 from components.runtime.gate import Champion, decide
-from components.runtime.report import html_report, markdown_report
+from components.runtime.report import UNKNOWN_COMMIT, html_report, markdown_report
 from components.specs.params import ParamError, Serving
 from components.steps.evaluate import evaluate
 from components.steps.pack import pack_dataset
@@ -176,7 +177,7 @@ def test_the_report_shows_the_run_and_the_gate(evaluated, trained_model_dir):
         assert f"2 epoch(s) in {seconds:.1f} s on 1 process(es)" in page
         assert "epochs=2, batch_size=128, lr=" in page
         assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", page)
-        assert (source_commit() or "unknown (not run from a git checkout)") in page
+        assert (source_commit() or UNKNOWN_COMMIT) in page
 
 
 def test_the_report_shows_the_most_confident_mistakes_as_images(
@@ -218,7 +219,7 @@ def test_a_one_epoch_report_has_no_one_point_chart():
     assert "One epoch: test accuracy 80.00%, test loss 0.5500, train loss 0.7000." in page
     assert "Not passed: 80.00% < 90.00% (min_accuracy); the model is not deployed." in page
     assert "None: every test image was classified correctly." in page
-    assert "1 epoch(s) in 3.5 s" in page and "unknown (not run from a git checkout)" in page
+    assert "1 epoch(s) in 3.5 s" in page and UNKNOWN_COMMIT in page
 
 
 HOSTILE_NAMES = ["a|b", "*bold*", "<script>alert(1)</script>", "two\nlines", "&lt;x&gt;"]

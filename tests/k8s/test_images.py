@@ -16,6 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from components.images import RUNTIMES
+from components.runtime.commit import BUILD_ARG, ENV_VAR
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((REPO / "images").glob("*.Dockerfile"))
@@ -230,3 +231,16 @@ def test_apt_leaves_no_caches_in_a_layer(path):
     for keyword, run in instructions(path):
         if keyword == "RUN" and "apt-get install" in run:
             assert "apt-get clean" in run and "rm -rf /var/lib/apt/lists/*" in run, run
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.stem)
+def test_the_commit_argument_comes_after_every_layer_it_could_rebuild(path):
+    """A new commit changes one setting: the ARG follows every RUN, COPY and ADD (the torch
+    stage's included), in the final stage, and sets the variable the report reads."""
+    steps = instructions(path)
+    (declared,) = [i for i, step in enumerate(steps) if step[0] == "ARG" and step[1] == BUILD_ARG]
+    last_from = max(i for i, (keyword, _) in enumerate(steps) if keyword == "FROM")
+    built = [i for i, (keyword, _) in enumerate(steps) if keyword in ("RUN", "COPY", "ADD")]
+    assert last_from < declared and max(built) < declared
+    assert ("ENV", f'{ENV_VAR}="${{{BUILD_ARG}}}"') in steps[declared:]
+    assert not any(BUILD_ARG in arguments for _, arguments in steps[:declared])

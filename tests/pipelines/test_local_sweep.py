@@ -249,7 +249,7 @@ def test_a_failed_trial_shows_the_trainers_reason_and_is_never_the_best(fake_tra
     ],
 )
 def test_failure_reason_is_the_last_meaningful_line(output, reason):
-    from components.runtime.local_train import failure_reason
+    from components.runtime.torchrun_log import failure_reason
 
     assert failure_reason(output).startswith(reason)
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from components.images import Images
+from components.runtime.commit import checkout_commit
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "controlplane"))
@@ -101,11 +102,18 @@ def test_the_torch_stage_is_the_same_wherever_torch_is_installed():
 def test_the_tier_builds_our_images_on_its_bases_under_the_pipeline_names():
     built = {image.name: image for image in images.images()}
     ours = Images.resolve()
-    assert dict(built[ours.trainer].args) == {"TORCH": "cuda", "BASE": images.PYTORCH}
-    cpu = {"TORCH": "cpu", "CPU_BASE": images.PYTHON, "TORCH_INDEX": images.PYPI}
+    commit = {"GIT_COMMIT": checkout_commit(REPO) or ""}  # the report's, in every image of ours
+    cuda = {"TORCH": "cuda", "BASE": images.PYTORCH, **commit}
+    assert dict(built[ours.trainer].args) == cuda
+    cpu = {"TORCH": "cpu", "CPU_BASE": images.PYTHON, "TORCH_INDEX": images.PYPI, **commit}
     assert dict(built[ours.trainer_cpu].args) == cpu
-    for name in (ours.components, ours.serving, images.PYTORCH):
-        assert dict(built[name].args) == {"BASE": images.PYTHON, "TORCH_INDEX": images.PYPI}
+    for name in (ours.components, ours.serving):
+        assert dict(built[name].args) == {
+            "BASE": images.PYTHON,
+            "TORCH_INDEX": images.PYPI,
+            **commit,
+        }
+    assert dict(built[images.PYTORCH].args) == {"BASE": images.PYTHON, "TORCH_INDEX": images.PYPI}
     assert images.IMAGE_NAMES == [
         ours.trainer,
         ours.trainer_cpu,
@@ -241,6 +249,7 @@ def test_make_images_uses_podman_where_no_docker_daemon_answers(tmp_path):
     (tmp_path / "docker").chmod(0o755)
     commands = run_make_images(f"{tmp_path}:/usr/bin:/bin")
     assert "podman" in commands and "docker build" not in commands
+    assert f'--build-arg "GIT_COMMIT={checkout_commit(REPO) or ""}"' in commands
     assert "--network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024" in commands
     (tmp_path / "docker").write_text("#!/bin/sh\nexit 0\n")  # `docker info` answers
     assert "docker build" in run_make_images(f"{tmp_path}:/usr/bin:/bin")

@@ -8,7 +8,8 @@ Docker, and no registry but the tier's own, harness/registry.py):
   pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime (tools/controlplane/images/);
 - ours, from images/*.Dockerfile with BASE (and TORCH_INDEX: PyPI) set to those bases, the
   trainer in both variants (TORCH=cuda on the torch stand-in, TORCH=cpu on Python); the torch
-  layer is one and the same in all four (the Dockerfiles' `torch` or `cpu` stage);
+  layer is one and the same in all four (the Dockerfiles' `torch` or `cpu` stage); each
+  gets the checkout's commit (GIT_COMMIT, declared last: a new commit rebuilds no layer);
 - stand-ins, under their upstream names and users, for the images that upstream programs
   put into our pods: containerd's pause (sandbox) image, the Training Operator's
   init-pytorch image, Katib's StdOut/File metrics collector and its goptuna suggestion.
@@ -19,6 +20,7 @@ keyed by its images' ids: harness/registry.py pushes and pulls a set once per ke
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from components.images import BUILDS, Images
+from components.runtime.commit import BUILD_ARG, checkout_commit
 from harness.build import build
 from harness.components import components
 from harness.paths import CACHE, CONTROLPLANE, REPO
@@ -67,6 +70,12 @@ class Image:
 PYPI_BASE = (("BASE", PYTHON), ("TORCH_INDEX", PYPI))
 
 
+@functools.cache
+def commit_arg() -> tuple[str, str]:
+    """The build argument naming the checkout's commit ("" outside a checkout)."""
+    return BUILD_ARG, checkout_commit(REPO) or ""
+
+
 def images() -> list[Image]:
     """Every image of the tier, each after its bases."""
     return base_images() + our_images() + standin_images()
@@ -102,14 +111,19 @@ def our_images() -> list[Image]:
             ours.trainer,
             REPO / "images" / "trainer.Dockerfile",
             lambda: REPO,
-            (*BUILDS["trainer"].args.items(), ("BASE", PYTORCH)),
+            (*BUILDS["trainer"].args.items(), ("BASE", PYTORCH), commit_arg()),
             (PYTORCH,),
         ),
         Image(
             ours.trainer_cpu,
             REPO / "images" / "trainer.Dockerfile",
             lambda: REPO,
-            (*BUILDS["trainer_cpu"].args.items(), ("CPU_BASE", PYTHON), ("TORCH_INDEX", PYPI)),
+            (
+                *BUILDS["trainer_cpu"].args.items(),
+                ("CPU_BASE", PYTHON),
+                ("TORCH_INDEX", PYPI),
+                commit_arg(),
+            ),
             (PYTHON,),
             pypi=True,
         ),
@@ -117,7 +131,7 @@ def our_images() -> list[Image]:
             ours.components,
             REPO / "images" / "components.Dockerfile",
             lambda: REPO,
-            PYPI_BASE,
+            (*PYPI_BASE, commit_arg()),
             (PYTHON,),
             pypi=True,
         ),
@@ -125,7 +139,7 @@ def our_images() -> list[Image]:
             ours.serving,
             REPO / "images" / "serving.Dockerfile",
             lambda: REPO,
-            PYPI_BASE,
+            (*PYPI_BASE, commit_arg()),
             (PYTHON,),
             pypi=True,
         ),
