@@ -83,7 +83,13 @@ def test_a_new_build_replaces_a_link_in_place(cluster_build, tmp_path, monkeypat
 def test_a_cluster_of_kwok_nodes_needs_neither_the_nodes_programs_nor_the_registry():
     wanted = components("v2.3.0", "v0.15.2")
     kept = without_nodes(wanted)
-    assert set(wanted) - set(kept) == {"containerd", "coredns", "registry", "kube-router"}
+    assert set(wanted) - set(kept) == {
+        "kubelet",
+        "containerd",
+        "coredns",
+        "registry",
+        "kube-router",
+    }
     assert {"kubernetes", "etcd", "kwok", "kueue", "kserve-v0.15.2"} <= set(kept)
     # build order: the control plane and the controllers before the nodes' programs
     assert list(wanted)[: len(kept)] == list(kept)

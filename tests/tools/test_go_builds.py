@@ -14,9 +14,17 @@ from harness.build import default_name, invocations  # noqa: E402
 from harness.components import components  # noqa: E402
 
 
-def test_kubernetes_five_programs_build_in_one_run():
-    tools = components("v2.3.0", "v0.15.2")["kubernetes"].tools
-    assert invocations(tools) == [list(tools)]
+def test_kubernetes_programs_build_in_two_runs_the_control_plane_s_first():
+    """One module, two components: what kwok's nodes need, then what the real nodes run."""
+    found = components("v2.3.0", "v0.15.2")
+    control_plane, nodes = found["kubernetes"].tools, found["kubelet"].tools
+    assert invocations(control_plane) == [
+        ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    ]
+    assert invocations(nodes) == [["kubelet", "kube-proxy"]]
+    assert found["kubelet"].dir == found["kubernetes"].dir
+    assert found["kubelet"].version == found["kubernetes"].version
+    assert list(found).index("kubelet") > list(found).index("kserve-v0.15.2")
 
 
 def test_katibs_programs_that_all_end_in_v1beta1_get_a_run_each():

@@ -111,8 +111,8 @@ def invocations(tools: dict[str, str]) -> list[list[str]]:
     """The binaries of a module in as few ``go build`` runs as their file names allow.
 
     One run for several programs compiles what they share once, with the links in parallel
-    (kubernetes: five programs); programs whose default names clash (Katib's four end in
-    ``/v1beta1``) each get a run of their own.
+    (kubernetes' control plane: three programs); programs whose default names clash
+    (Katib's four end in ``/v1beta1``) each get a run of their own.
     """
     runs: list[list[str]] = []
     for binary, package in tools.items():

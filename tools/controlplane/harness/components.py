@@ -20,11 +20,12 @@ class Component:
     namespace: str = ""  # the namespace kustomize sets on them
     files: tuple[str, ...] = ()  # files of the module kept as they are
     ldflags: tuple[str, ...] = field(default=())
+    folder: str = ""  # the folder of its go.mod, when another component's (default: name)
 
     @property
     def dir(self) -> Path:
-        """tools/controlplane/<name>/: its go.mod and go.sum."""
-        return CONTROLPLANE / self.name
+        """tools/controlplane/<folder or name>/: its go.mod and go.sum."""
+        return CONTROLPLANE / (self.folder or self.name)
 
     @property
     def version(self) -> str:
@@ -62,8 +63,6 @@ def _control_plane() -> list[Component]:
                 "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
                 "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
                 "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
-                "kubelet": "k8s.io/kubernetes/cmd/kubelet",  # the real nodes (harness/node.py)
-                "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
             },
             ldflags=_k8s_ldflags(),
         ),
@@ -87,9 +86,23 @@ def _control_plane() -> list[Component]:
 
 
 def _node() -> list[Component]:
-    """What the real nodes run beside the kubelet: containerd, DNS, registry, policy enforcer."""
+    """What the real nodes run: kubelet, kube-proxy, containerd, DNS, registry, policy enforcer.
+
+    The kubelet and kube-proxy come from the control plane's module (its build cache), but
+    build after the controllers: a cluster of kwok's nodes needs neither.
+    """
     containerd = "github.com/containerd/containerd/v2"
     return [
+        Component(
+            "kubelet",
+            "k8s.io/kubernetes",
+            {
+                "kubelet": "k8s.io/kubernetes/cmd/kubelet",  # harness/node.py
+                "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
+            },
+            ldflags=_k8s_ldflags(),
+            folder="kubernetes",
+        ),
         Component(
             "containerd",
             containerd,
